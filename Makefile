@@ -1,0 +1,75 @@
+# cdc-lakehouse: the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ICEBERG_JAR := iceberg-spark-runtime-3.5_2.12-1.10.2.jar
+
+export DBT_PROFILES_DIR := $(CURDIR)/profiles
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: run test install install-dev system-deps lint format unit docs sample clean help
+
+help:
+	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
+	@echo "make test    install what is missing and run every check (lint, pytest, dbt tests)"
+	@echo "make docs    generate and serve the dbt docs site on http://127.0.0.1:8080"
+	@echo "make lint    sqlfluff + ruff"
+	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
+
+## Environment -------------------------------------------------------------------------------
+$(VENV)/.installed-run: requirements.txt constraints.txt pyproject.toml adapter/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/pip install --quiet --no-deps --config-settings editable_mode=compat -e ./adapter -e .
+	mkdir -p jars
+	ln -sf "$$($(BIN)/python -c 'import snowpark_connect_deps_iceberg as m, os; print(os.path.join(os.path.dirname(m.__file__), "jars"))')/$(ICEBERG_JAR)" jars/iceberg-spark-runtime.jar
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
+	touch $@
+
+install: $(VENV)/.installed-run system-java
+install-dev: $(VENV)/.installed-dev system-deps
+
+# Debian packages: a JDK for Spark; PostgreSQL for the real-source tests.
+.PHONY: system-java
+system-java:
+	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+system-deps: system-java
+	@test -x /usr/lib/postgresql/15/bin/initdb || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15; }
+
+## Main job ----------------------------------------------------------------------------------
+run: install
+	dbt build
+	@echo
+	@echo "Query the lakehouse:  .venv/bin/python -m cdc_lakehouse.query \"select * from silver.customers limit 5\""
+	@echo "dbt commands work from this folder after:  source .venv/bin/activate && export DBT_PROFILES_DIR=profiles"
+	@echo "Docs with lineage:    make docs   (then open http://127.0.0.1:8080)"
+
+## Checks ------------------------------------------------------------------------------------
+lint: install-dev
+	ruff check cdc_lakehouse adapter tests python_models
+	ruff format --check cdc_lakehouse adapter tests python_models
+	sqlfluff lint models macros tests/dbt snapshots
+
+format: install-dev
+	ruff format cdc_lakehouse adapter tests python_models
+	sqlfluff fix models macros tests/dbt snapshots
+
+test: install-dev lint
+	pytest
+
+## Other -------------------------------------------------------------------------------------
+docs: install
+	dbt docs generate
+	dbt docs serve --host 127.0.0.1 --port 8080 --no-browser
+
+sample: install-dev
+	python -m cdc_lakehouse.sample.generate --out sample --seed 7
+
+clean:
+	rm -rf .lakehouse target logs

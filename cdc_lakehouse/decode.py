@@ -1,0 +1,694 @@
+"""Decode raw Debezium change lines into typed change rows, in Spark SQL only.
+
+The hot path parses each line once with `from_json`, reading every payload column as a string
+(Spark then keeps the raw JSON text of numbers, objects and arrays), and turns those strings into
+typed values with built-in SQL functions: no Python per row, so Spark's code generation runs it.
+
+How a value is written (its *encoding*) comes from the Kafka Connect schema embedded in the line
+when the JsonConverter has `schemas.enable=true`, otherwise from the declared column type and the
+connector's `decimal.handling.mode` / `time.precision.mode`. What it becomes (its output type)
+comes from the declared type, else from the embedded schema.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdc_lakehouse.spec import TableSpec, spark_type
+
+OPS = ("c", "u", "r", "d", "t")
+METADATA_COLUMNS = (
+    "_cdc_op",
+    "_cdc_seq",
+    "_cdc_source_ts",
+    "_cdc_tx_id",
+    "_cdc_unavailable_columns",
+    "_cdc_file",
+    "_cdc_line",
+    "_cdc_offset",
+    "_cdc_loaded_at",
+    "_cdc_reject_reason",
+    "_cdc_raw",
+)
+# Fields ExtractNewRecordState adds with `add.fields` (`source.x` becomes `__source_x`).
+FLATTENED_FIELDS = (
+    "__op",
+    "__deleted",
+    "__lsn",
+    "__source_lsn",
+    "__source_ts_ms",
+    "__txId",
+    "__source_txId",
+)
+_WRAPPED_PREFIX = '{"schema":'
+_CORRUPT = "__cdc_corrupt"
+_TWO_POW_64 = "18446744073709551616BD"
+_NTZ_EPOCH = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+
+# ---------------------------------------------------------------------------------------------
+# Encodings: how a value is written in the JSON, independent of the type it decodes to.
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """kind is one of: text (use the string), plain (cast the JSON text), base64 (bytes),
+    decimal_base64 (unscaled two's complement, `scale`), variable_decimal ({scale, value}),
+    epoch_days, epoch_millis, epoch_micros, epoch_nanos, zoned (ISO instant), iso_local
+    (ISO wall clock with a literal Z), iso_date, millis_time, micros_time, nanos_time, iso_time,
+    array (`item` is the element encoding)."""
+
+    kind: str
+    scale: int | None = None
+    item: Encoding | None = None
+
+
+TEXT = Encoding("text")
+PLAIN = Encoding("plain")
+
+# Kafka Connect logical types (schemas on) -> (encoding, output type when none is declared).
+_LOGICAL_TYPES: dict[str, tuple[Encoding, str]] = {
+    "io.debezium.data.VariableScaleDecimal": (Encoding("variable_decimal"), "decimal(38,18)"),
+    "io.debezium.time.Date": (Encoding("epoch_days"), "date"),
+    "org.apache.kafka.connect.data.Date": (Encoding("epoch_days"), "date"),
+    "io.debezium.time.Time": (Encoding("millis_time"), "string"),
+    "org.apache.kafka.connect.data.Time": (Encoding("millis_time"), "string"),
+    "io.debezium.time.MicroTime": (Encoding("micros_time"), "string"),
+    "io.debezium.time.NanoTime": (Encoding("nanos_time"), "string"),
+    "io.debezium.time.Timestamp": (Encoding("epoch_millis"), "timestamp_ntz"),
+    "org.apache.kafka.connect.data.Timestamp": (Encoding("epoch_millis"), "timestamp_ntz"),
+    "io.debezium.time.MicroTimestamp": (Encoding("epoch_micros"), "timestamp_ntz"),
+    "io.debezium.time.NanoTimestamp": (Encoding("epoch_nanos"), "timestamp_ntz"),
+    "io.debezium.time.ZonedTimestamp": (Encoding("zoned"), "timestamp"),
+    "io.debezium.time.IsoDate": (Encoding("iso_date"), "date"),
+    "io.debezium.time.IsoTimestamp": (Encoding("iso_local"), "timestamp_ntz"),
+    "io.debezium.time.IsoTime": (Encoding("iso_time"), "string"),
+    "io.debezium.data.Json": (TEXT, "string"),
+    "io.debezium.data.Uuid": (TEXT, "string"),
+}
+_CONNECT_TYPES: dict[str, tuple[Encoding, str]] = {
+    "int8": (PLAIN, "tinyint"),
+    "int16": (PLAIN, "smallint"),
+    "int32": (PLAIN, "int"),
+    "int64": (PLAIN, "bigint"),
+    "float32": (PLAIN, "float"),
+    "float64": (PLAIN, "double"),
+    "boolean": (PLAIN, "boolean"),
+    "string": (TEXT, "string"),
+    "bytes": (Encoding("base64"), "binary"),
+}
+_TIMESTAMP_BY_MODE = {
+    "adaptive": "epoch_micros",
+    "adaptive_time_microseconds": "epoch_micros",
+    "connect": "epoch_millis",
+    "isostring": "iso_local",
+}
+# PostgreSQL's default time precision is 6, so adaptive mode sends MicroTime.
+_TIME_BY_MODE = {
+    "adaptive": "micros_time",
+    "adaptive_time_microseconds": "micros_time",
+    "connect": "millis_time",
+    "isostring": "iso_time",
+}
+
+
+def connect_encoding(field: dict) -> tuple[Encoding, str]:
+    """Encoding and natural output type of one field of an embedded Kafka Connect schema."""
+    name, kind = field.get("name"), field.get("type")
+    if name == "org.apache.kafka.connect.data.Decimal":
+        params = field.get("parameters") or {}
+        scale = int(params.get("scale", 0))
+        precision = int(params.get("connect.decimal.precision", 38))
+        return Encoding("decimal_base64", scale=scale), f"decimal({precision},{scale})"
+    if name in _LOGICAL_TYPES:
+        return _LOGICAL_TYPES[name]
+    if kind == "array":
+        item, item_type = connect_encoding(field.get("items") or {})
+        return Encoding("array", item=item), f"array<{item_type}>"
+    # structs, maps and unknown logical types keep their JSON text
+    return _CONNECT_TYPES.get(kind, (TEXT, "string"))
+
+
+def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
+    """Encoding of a declared column when lines carry no schema (connector modes decide)."""
+    name = declared.strip().lower().replace(" ", "")
+    out = spark_type(declared)
+    if out.startswith("array<"):
+        item = name[:-2] if name.endswith("[]") else name[6:-1]
+        return Encoding("array", item=declared_encoding(item, spec))
+    if out.startswith("decimal"):
+        if spec.decimal_handling_mode != "precise":
+            return PLAIN  # string mode: "12.34"; double mode: the number's own text
+        if "(" not in name:
+            return Encoding("variable_decimal")  # numeric without scale
+        return Encoding("decimal_base64", scale=_decimal_scale(out))
+    if out == "binary":
+        return Encoding("base64")
+    if out == "date":
+        return Encoding("iso_date" if spec.time_precision_mode == "isostring" else "epoch_days")
+    if out == "timestamp_ntz":
+        return Encoding(_TIMESTAMP_BY_MODE[spec.time_precision_mode])
+    if out == "timestamp":
+        return Encoding("zoned")  # timestamptz is a UTC ISO string in every mode
+    if name == "time":
+        return Encoding(_TIME_BY_MODE[spec.time_precision_mode])
+    return TEXT if out == "string" else PLAIN
+
+
+def _decimal_scale(spark_decimal: str) -> int:
+    match = re.fullmatch(r"decimal\((\d+),(\d+)\)", spark_decimal)
+    return int(match.group(2)) if match else 18
+
+
+def widen(a: str, b: str) -> str:
+    """A type that holds both (columns whose type changed between embedded schemas)."""
+    if a == b:
+        return a
+    ints = ["tinyint", "smallint", "int", "bigint"]
+    if a in ints and b in ints:
+        return max(a, b, key=ints.index)
+    if a.startswith("decimal") and b.startswith("decimal"):
+        return f"decimal(38,{max(_decimal_scale(a), _decimal_scale(b))})"
+    if {a, b} <= {*ints, "float", "double"}:
+        return "double"
+    return "string"
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedded schemas
+
+
+@dataclass(frozen=True)
+class EmbeddedSchema:
+    """One distinct `schema` of JsonConverter-wrapped lines; `id` is what the lines hash to."""
+
+    id: int
+    columns: dict[str, dict]  # column name -> Kafka Connect field schema, in schema order
+
+
+def _schema_text(value: Column) -> Column:
+    # JsonConverter writes `{"schema":...,"payload":...}` compactly and in that order, so the
+    # schema is the text before the first `,"payload":` (a field name would read `"payload"`).
+    return F.substring_index(value, ',"payload":', 1)
+
+
+def _has_schema(value: Column) -> Column:
+    return value.startswith(_WRAPPED_PREFIX + "{")
+
+
+def collect_schema_texts(lines: DataFrame) -> list[str]:
+    """Distinct embedded schemas in `lines`, as `{"schema":{...}` texts.
+
+    One cheap aggregate (a hash per line, one text kept per hash; schemas are few). Pass the
+    result to `decode_changes(schema_texts=...)` to reuse it, or let decode call this."""
+    text = _schema_text(F.col("value"))
+    rows = (
+        lines.where(_has_schema(F.col("value")))
+        .groupBy(F.xxhash64(text).alias("id"))
+        .agg(F.first(text).alias("text"))
+        .collect()
+    )
+    return sorted(row.text for row in rows)
+
+
+def _row_fields(schema: dict, shape: str) -> list[dict]:
+    """The table's fields in a value schema: the envelope's after/before struct, or the row."""
+    fields = schema.get("fields") or []
+    if shape == "envelope":
+        for image in ("after", "before"):
+            for field in fields:
+                if field.get("field") == image and field.get("type") == "struct":
+                    return field.get("fields") or []
+        return []
+    return [f for f in fields if not str(f.get("field", "")).startswith("__")]
+
+
+def parse_schemas(spark, texts: Iterable[str], shape: str) -> list[EmbeddedSchema]:
+    """Parse schema texts and compute the id each one's lines hash to (one tiny local query)."""
+    texts = sorted(set(texts))
+    if not texts:
+        return []
+    ids = spark.range(1).select([F.xxhash64(F.lit(t)) for t in texts]).first()
+    schemas = []
+    for schema_id, text in zip(ids, texts, strict=True):
+        try:
+            schema = json.loads(text + "}")["schema"]
+        except (ValueError, KeyError, TypeError):
+            continue  # not a schema after all: its lines are rejected as unknown
+        columns = {str(f["field"]): f for f in _row_fields(schema, shape) if "field" in f}
+        schemas.append(EmbeddedSchema(id=int(schema_id), columns=columns))
+    # Widest first, so an added column lands after the columns it was added to.
+    return sorted(schemas, key=lambda s: -len(s.columns))
+
+
+# ---------------------------------------------------------------------------------------------
+# SQL building blocks. Expressions are SQL text so they can nest and be named (see _Plan).
+
+Let = Callable[[str, str], str]
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _inline(sql: str, hint: str = "") -> str:
+    """A Let that does not name anything (inside lambdas, where columns cannot be added)."""
+    return f"({sql})"
+
+
+def _try_cast(sql: str, out: str) -> str:
+    if out.startswith(("array<", "map<", "struct<")):
+        return f"from_json({sql}, {_lit(out)})"  # JSON text of a nested value
+    return f"try_cast({sql} AS {out})"
+
+
+def _from_micros(micros: str, out: str, let: Let) -> str:
+    """Epoch microseconds read as UTC, without depending on the session time zone."""
+    if out == "timestamp":
+        return f"timestamp_micros({micros})"
+    if out == "timestamp_ntz":
+        # cast(timestamp AS timestamp_ntz) would use the session zone; an interval does not.
+        seconds = f"try_cast({micros} AS decimal(18,0)) * 0.000001BD"
+        return f"{_NTZ_EPOCH} + make_dt_interval(0, 0, 0, {seconds})"
+    if out == "date":
+        m = let(micros, "us")
+        return f"date_from_unix_date(try_cast(({m} - pmod({m}, 86400000000L)) div 86400000000L AS int))"
+    if out in ("bigint", "decimal(38,0)"):
+        return _try_cast(micros, out)
+    return _try_cast(_from_micros(micros, "timestamp_ntz", let), out)
+
+
+def _floor_div(sql: str, by: int, let: Let) -> str:
+    v = let(sql, "n")
+    return f"(({v} - pmod({v}, {by}L)) div {by}L)"
+
+
+def _time_text(micros: str, let: Let) -> str:
+    """Micros of the day as HH:mm:ss.SSSSSS (Spark has no time type)."""
+    m = let(micros, "tm")
+    parts = [
+        f"lpad(cast({m} div 3600000000L AS string), 2, '0')",
+        f"lpad(cast(pmod({m} div 60000000L, 60) AS string), 2, '0')",
+        f"lpad(cast(pmod({m} div 1000000L, 60) AS string), 2, '0')",
+    ]
+    fraction = f"lpad(cast(pmod({m}, 1000000L) AS string), 6, '0')"
+    return f"if({m} IS NULL, NULL, concat({parts[0]}, ':', {parts[1]}, ':', {parts[2]}, '.', {fraction}))"
+
+
+def _iso_time_text(raw: str, let: Let) -> str:
+    """`13:14:15.123Z` (isostring mode) as HH:mm:ss.SSSSSS."""
+    pattern = _lit(r"^([0-9]{2}:[0-9]{2}:[0-9]{2})(\.([0-9]+))?Z?$")
+    hms = let(f"regexp_extract({raw}, {pattern}, 1)", "hms")
+    fraction = f"rpad(substr(regexp_extract({raw}, {pattern}, 3), 1, 6), 6, '0')"
+    return f"if({hms} = '', NULL, concat({hms}, '.', {fraction}))"
+
+
+def _decimal_text(b64: str, scale: str, let: Let) -> str:
+    """Base64 of an unscaled big-endian two's-complement integer -> exact decimal text.
+
+    Spark has no bytes-to-bigint, so: hex digits; a leading digit >= 8 means negative, and
+    complementing each hex digit gives |value| - 1; that magnitude (up to 16 bytes, as much as
+    decimal(38) holds) is two 64-bit `conv` halves. The point is placed with string functions
+    because decimal division would round away digits."""
+    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
+    neg = f"({h} >= '8')"
+    digits = let(f"if({neg}, translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210'), {h})", "mag")
+    padded = let(f"if(length({digits}) <= 32, lpad({digits}, 32, '0'), NULL)", "pad")
+    high = f"try_cast(conv(substr({padded}, 1, 16), 16, 10) AS decimal(38,0))"
+    low = f"try_cast(conv(substr({padded}, 17, 16), 16, 10) AS decimal(38,0))"
+    magnitude = let(f"try_add(try_multiply({high}, {_TWO_POW_64}), {low})", "abs")
+    absolute = f"if({neg}, try_add({magnitude}, 1BD), {magnitude})"
+    text = let(f"concat(repeat('0', {scale}), cast({absolute} AS string))", "dec")
+    integral = f"substr({text}, 1, length({text}) - {scale})"
+    fraction = f"substr({text}, length({text}) - {scale} + 1)"
+    return f"concat(if({neg}, '-', ''), {integral}, '.', {fraction})"
+
+
+def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> str:
+    """SQL turning the raw JSON text `raw` written with `enc` into a value of type `out`;
+    NULL (never an error, even with ANSI mode on) when it cannot be decoded."""
+    kind = enc.kind
+    if kind == "text":
+        return raw if out == "string" else _try_cast(raw, out)
+    if kind == "plain":
+        return _try_cast(raw, out)
+    if kind == "base64":
+        binary = f"try_to_binary({raw}, 'base64')"
+        return binary if out == "binary" else _try_cast(binary, out)
+    if kind == "decimal_base64":
+        return _try_cast(_decimal_text(raw, str(enc.scale), let), out)
+    if kind == "variable_decimal":
+        parts = let(f"from_json({raw}, 'scale int, value string')", "vsd")
+        return _try_cast(_decimal_text(f"{parts}.value", f"{parts}.scale", let), out)
+    if kind == "epoch_days":
+        return _cast_from(f"date_from_unix_date(try_cast({raw} AS int))", "date", out, let)
+    if kind in ("epoch_millis", "epoch_micros", "epoch_nanos"):
+        number = f"try_cast({raw} AS bigint)"
+        micros = {
+            "epoch_millis": f"try_multiply({number}, 1000L)",
+            "epoch_micros": number,
+            "epoch_nanos": _floor_div(number, 1000, let),
+        }[kind]
+        return _from_micros(micros, out, let)
+    if kind == "zoned":
+        instant = f"try_cast({raw} AS timestamp)"  # carries its offset: zone-independent
+        return _cast_from(instant, "timestamp", out, let)
+    if kind == "iso_local":
+        if out == "timestamp_ntz":
+            return f"try_cast({raw} AS timestamp_ntz)"  # the trailing Z is ignored: wall clock
+        return _cast_from(f"try_cast({raw} AS timestamp)", "timestamp", out, let)
+    if kind == "iso_date":
+        date = f"try_cast(trim(TRAILING 'Z' FROM {raw}) AS date)"
+        return _cast_from(date, "date", out, let)
+    if kind in ("millis_time", "micros_time", "nanos_time"):
+        number = f"try_cast({raw} AS bigint)"
+        micros = {
+            "millis_time": f"try_multiply({number}, 1000L)",
+            "micros_time": number,
+            "nanos_time": _floor_div(number, 1000, let),
+        }[kind]
+        return _cast_from(_time_text(micros, let), "string", out, let)
+    if kind == "iso_time":
+        return _cast_from(_iso_time_text(raw, let), "string", out, let)
+    if kind == "array" and enc.item is not None and out.startswith("array<"):
+        item_out = out[6:-1]
+        if enc.item.kind in ("text", "plain"):
+            return f"from_json({raw}, {_lit(out)})"
+        x = f"x{depth}"
+        item = decode_sql(enc.item, x, item_out, _inline, depth + 1)
+        return f"transform(from_json({raw}, 'array<string>'), {x} -> {item})"
+    return raw if out == "string" else _try_cast(raw, out)
+
+
+def _cast_from(sql: str, src: str, out: str, let: Let) -> str:
+    if src == out:
+        return sql
+    if src == "timestamp":
+        return _from_micros(f"unix_micros({sql})", out, let)
+    return _try_cast(sql, out)
+
+
+def _epoch_micros_sql(sql: str, src: str) -> str:
+    """Epoch microseconds of a decoded timestamp/date column (UTC wall clock for ntz)."""
+    if src == "timestamp":
+        return f"unix_micros({sql})"
+    if src == "timestamp_ntz":
+        return f"timestampdiff(MICROSECOND, {_NTZ_EPOCH}, {sql})"
+    if src == "date":
+        return f"try_multiply(cast(unix_date({sql}) AS bigint), 86400000000L)"
+    return _try_cast(sql, "bigint")
+
+
+def unavailable_sql(raw: str, placeholder: str, is_array: bool) -> str:
+    """True when the raw JSON text is Debezium's unchanged-TOAST placeholder, in any form:
+    the string, base64 of its bytes (bytea, precise decimals), a text array holding it, or the
+    int/bigint array of its bytes (older Debezium)."""
+    data = placeholder.encode()
+    forms = [placeholder, base64.b64encode(data).decode(), "[" + ",".join(map(str, data)) + "]"]
+    test = f"{raw} IN ({', '.join(map(_lit, forms))})"
+    if is_array:
+        test += f" OR ({raw} LIKE '[%' AND contains({raw}, {_lit(json.dumps(placeholder))}))"
+    return f"coalesce({test}, false)"
+
+
+class _Plan:
+    """Named intermediate expressions, applied as successive projections.
+
+    CollapseProject never inlines a non-trivial expression into a projection that uses it more
+    than once, so naming a shared sub-expression here is how it gets computed once per row
+    (Spark's own subexpression elimination skips CASE/IF branches, where most of ours live).
+    """
+
+    _REF = re.compile(r"`(__cdc_\w+)`")
+
+    def __init__(self) -> None:
+        self.levels: dict[str, int] = {}
+        self.exprs: dict[str, str] = {}
+
+    def let(self, sql: str, hint: str = "t") -> str:
+        deps = [self.levels[n] for n in self._REF.findall(sql) if n in self.levels]
+        name = f"__cdc_{hint}_{len(self.exprs)}"
+        self.levels[name] = 1 + max(deps, default=0)
+        self.exprs[name] = sql
+        return _quote(name)
+
+    def apply(self, df: DataFrame) -> DataFrame:
+        for level in sorted(set(self.levels.values())):
+            named = [n for n, lvl in self.levels.items() if lvl == level]
+            df = df.select("*", *[F.expr(self.exprs[n]).alias(n) for n in named])
+        return df
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns: which ones, their output types and per-line-schema decoders
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    out: str  # Spark SQL output type
+    declared: Encoding | None  # for lines without an embedded schema
+    by_schema: dict[int, Encoding]  # embedded schema id -> encoding, where the column exists
+
+
+def _columns(spec: TableSpec, schemas: Sequence[EmbeddedSchema]) -> list[_Column]:
+    names = list(spec.columns)
+    names += [k for k in (*spec.key, *spec.order_by) if k not in names]
+    derived: dict[str, str] = {}
+    for schema in schemas:
+        for name, field in schema.columns.items():
+            if name not in names:
+                names.append(name)  # added at the source: it must flow through
+            natural = connect_encoding(field)[1]
+            derived[name] = widen(derived[name], natural) if name in derived else natural
+    columns = []
+    for name in names:
+        declared = spec.columns.get(name)
+        by_schema = {
+            s.id: connect_encoding(s.columns[name])[0] for s in schemas if name in s.columns
+        }
+        columns.append(
+            _Column(
+                name=name,
+                out=spark_type(declared) if declared else derived.get(name, "string"),
+                declared=declared_encoding(declared, spec) if declared else None,
+                by_schema=by_schema,
+            )
+        )
+    return columns
+
+
+def _column_sql(col: _Column, raw: str, schema_id: str, let: Let) -> str:
+    """Decoder for one column; a CASE on the line's schema id only where encodings differ."""
+    unwrapped = col.declared
+    if unwrapped is None:
+        found = set(col.by_schema.values())
+        unwrapped = found.pop() if len(found) == 1 else TEXT
+    branches: dict[Encoding, list[int]] = {}
+    for sid, enc in col.by_schema.items():
+        branches.setdefault(enc, []).append(sid)
+    if not branches or set(branches) == {unwrapped}:
+        return decode_sql(unwrapped, raw, col.out, let)
+    cases = [f"WHEN {schema_id} IS NULL THEN {decode_sql(unwrapped, raw, col.out, let)}"]
+    for enc, ids in branches.items():
+        cases.append(
+            f"WHEN {schema_id} IN ({', '.join(map(str, ids))}) "
+            f"THEN {decode_sql(enc, raw, col.out, let)}"
+        )
+    return f"CASE {' '.join(cases)} END"
+
+
+def _payload_type(spec: TableSpec, names: list[str]) -> T.StructType:
+    """from_json schema: every payload column a string, so Spark keeps the raw JSON text."""
+    row = [T.StructField(n, T.StringType()) for n in names]
+    if spec.shape == "envelope":
+        source = T.StructType([T.StructField(n, T.StringType()) for n in ("ts_ms", "txId", "lsn")])
+        fields = [
+            T.StructField("before", T.StructType(row)),
+            T.StructField("after", T.StructType(row)),
+            T.StructField("op", T.StringType()),
+            T.StructField("source", source),
+        ]
+    elif spec.shape == "flattened":
+        extra = [T.StructField(n, T.StringType()) for n in FLATTENED_FIELDS if n not in names]
+        fields = row + extra
+    else:
+        fields = row
+    return T.StructType(fields + [T.StructField(_CORRUPT, T.StringType())])
+
+
+def _parse(lines: DataFrame, payload: T.StructType) -> DataFrame:
+    """Parse each line once: wrapped lines with the wrapper schema, bare ones without.
+
+    Tombstones (`null`), blank lines and wrappers with a null payload are dropped here."""
+    value = F.col("value")
+    options = {"columnNameOfCorruptRecord": _CORRUPT}
+    wrapper = T.StructType(
+        [T.StructField("payload", payload), T.StructField(_CORRUPT, T.StringType())]
+    )
+    wrapped = value.startswith(_WRAPPED_PREFIX)
+    w = F.when(wrapped, F.from_json(value, wrapper, options))
+    b = F.when(~wrapped, F.from_json(value, payload, options))
+    schema_id = F.when(_has_schema(value), F.xxhash64(_schema_text(value)))
+    # Filter on the text only: a filter on parsed fields would be pushed below the projection
+    # and parse every line a second time.
+    trimmed = F.trim(value)
+    null_payload = wrapped & trimmed.endswith(',"payload":null}')
+    parsed = lines.where((trimmed != "") & (trimmed != "null") & ~null_payload).select(
+        "*", w.alias("__cdc_w"), b.alias("__cdc_b"), schema_id.alias("__cdc_sid")
+    )
+    return parsed.select(
+        "*",
+        F.coalesce(F.col("__cdc_w.payload"), F.col("__cdc_b")).alias("__cdc_p"),
+        F.coalesce(F.col(f"__cdc_w.{_CORRUPT}"), F.col(f"__cdc_b.{_CORRUPT}"))
+        .isNotNull()
+        .alias("__cdc_bad"),
+    ).drop("__cdc_w", "__cdc_b")
+
+
+def _op_and_image(spec: TableSpec) -> tuple[str, str]:
+    """SQL for the operation and for the struct that holds the row's values."""
+    if spec.shape == "envelope":
+        # deletes carry the row in `before` (only the key with REPLICA IDENTITY DEFAULT)
+        return "`__cdc_p`.op", "if(`__cdc_p`.op = 'd', `__cdc_p`.before, `__cdc_p`.after)"
+    if spec.shape == "flattened":
+        op = "if(`__cdc_p`.__deleted = 'true', 'd', coalesce(`__cdc_p`.__op, 'u'))"
+        return op, "`__cdc_p`"
+    return "'u'", "`__cdc_p`"
+
+
+def _change_metadata(
+    spec: TableSpec, decoded: dict[str, str], columns: dict[str, _Column]
+) -> tuple[str, str, str]:
+    """SQL for `_cdc_seq`, `_cdc_source_ts` and `_cdc_tx_id`."""
+    p = "`__cdc_p`"
+    if spec.shape == "envelope":
+        seq, ts_ms, tx = f"{p}.source.lsn", f"{p}.source.ts_ms", f"{p}.source.txId"
+    elif spec.shape == "flattened":
+        seq, ts_ms = f"coalesce({p}.__lsn, {p}.__source_lsn)", f"{p}.__source_ts_ms"
+        tx = f"coalesce({p}.__txId, {p}.__source_txId)"
+    else:
+        ts_col = spec.order_by[0]
+        micros = _epoch_micros_sql(decoded[ts_col], columns[ts_col].out)
+        tie = "0BD"
+        if len(spec.order_by) > 1:
+            tie = f"coalesce(try_cast({decoded[spec.order_by[1]]} AS decimal(38,0)), 0BD)"
+        # timestamp first, the incrementing column (< 10^19) breaks ties
+        seq = f"try_add(try_multiply(try_cast({micros} AS decimal(38,0)), 10000000000000000000BD), {tie})"
+        return f"try_cast({seq} AS decimal(38,0))", f"timestamp_micros({micros})", "NULL"
+    source_ts = f"timestamp_micros(try_multiply(try_cast({ts_ms} AS bigint), 1000L))"
+    return f"try_cast({seq} AS decimal(38,0))", source_ts, f"try_cast({tx} AS bigint)"
+
+
+def _loaded_at_sql(loaded_at: datetime | None) -> str:
+    """One value for the whole batch; a naive datetime is taken as UTC."""
+    moment = loaded_at or datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    micros = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // _ONE_MICROSECOND
+    return f"timestamp_micros({micros}L)"
+
+
+_ONE_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _with_line_columns(lines: DataFrame) -> DataFrame:
+    """Lines may come from elsewhere than read_landing_lines (tests, replays): fill the gaps."""
+    defaults = {"_cdc_file": "string", "_cdc_line": "int", "_cdc_offset": "bigint"}
+    for name, sql_type in defaults.items():
+        if name not in lines.columns:
+            lines = lines.withColumn(name, F.lit(None).cast(sql_type))
+    return lines
+
+
+def decode_changes(
+    lines: DataFrame,
+    spec: TableSpec,
+    loaded_at: datetime | None = None,
+    schema_texts: Iterable[str] | None = None,
+) -> DataFrame:
+    """Typed change rows from raw landing lines (see read_landing_lines).
+
+    Columns, in order: the table's columns (declared ones first, then key and
+    embedded-schema-only columns), `_cdc_op`, `_cdc_seq` decimal(38,0), `_cdc_source_ts`,
+    `_cdc_tx_id`, `_cdc_unavailable_columns`, `_cdc_file`, `_cdc_line`, `_cdc_offset`,
+    `_cdc_loaded_at`, `_cdc_reject_reason`, `_cdc_raw`.
+
+    schema_texts: the embedded schemas (see collect_schema_texts); collected from `lines` with
+    one extra cheap pass when not given. Lines whose schema is not among them are rejected.
+    """
+    spark = lines.sparkSession
+    if schema_texts is None:
+        schema_texts = collect_schema_texts(lines)
+    schemas = parse_schemas(spark, schema_texts, spec.shape)
+    columns = _columns(spec, schemas)
+    by_name = {c.name: c for c in columns}
+    names = [c.name for c in columns]
+
+    plan = _Plan()
+    op_sql, image_sql = _op_and_image(spec)
+    op = plan.let(op_sql, "op")
+    image = plan.let(image_sql, "img")
+    raw = {n: f"{image}.{_quote(n)}" for n in names}
+    decoded = {c.name: plan.let(_column_sql(c, raw[c.name], "`__cdc_sid`", plan.let), "v") for c in columns}
+    unavailable = {
+        c.name: plan.let(
+            unavailable_sql(raw[c.name], spec.toast_placeholder, c.out.startswith("array<")),
+            "ua",
+        )
+        for c in columns
+    }
+    seq, source_ts, tx_id = _change_metadata(spec, decoded, by_name)
+
+    reasons = ["WHEN `__cdc_bad` THEN 'invalid JSON'"]
+    known = [str(s.id) for s in schemas]
+    unknown = "`__cdc_sid` IS NOT NULL" + (f" AND `__cdc_sid` NOT IN ({', '.join(known)})" if known else "")
+    reasons.append(f"WHEN {unknown} THEN 'unknown embedded schema'")
+    reasons.append(
+        f"WHEN coalesce({op} NOT IN ({', '.join(map(_lit, OPS))}), true) "
+        f"THEN concat('unknown op ''', coalesce({op}, ''), '''')"
+    )
+    for key in spec.key:
+        reasons.append(
+            f"WHEN {op} <> 't' AND ({raw[key]} IS NULL OR {unavailable[key]}) "
+            f"THEN {_lit(f'missing key column {key}')}"
+        )
+    for c in columns:
+        reasons.append(
+            f"WHEN {raw[c.name]} IS NOT NULL AND NOT {unavailable[c.name]} "
+            f"AND {decoded[c.name]} IS NULL THEN {_lit(f'cannot decode {c.name} as {c.out}')}"
+        )
+    reason = plan.let(f"CASE {' '.join(reasons)} END", "why")
+
+    flagged = [f"if({unavailable[n]}, {_lit(n)}, NULL)" for n in names]
+    unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')" if names else "NULL"
+
+    parsed = _parse(_with_line_columns(lines), _payload_type(spec, names))
+    staged = plan.apply(parsed)
+    output = [F.expr(f"if({unavailable[n]}, NULL, {decoded[n]})").alias(n) for n in names]
+    output += [
+        F.expr(op).alias("_cdc_op"),
+        F.expr(seq).alias("_cdc_seq"),
+        F.expr(source_ts).alias("_cdc_source_ts"),
+        F.expr(tx_id).alias("_cdc_tx_id"),
+        F.expr(unavailable_list).alias("_cdc_unavailable_columns"),
+        F.col("_cdc_file"),
+        F.col("_cdc_line").cast("int"),
+        F.col("_cdc_offset").cast("bigint"),
+        F.expr(_loaded_at_sql(loaded_at)).alias("_cdc_loaded_at"),
+        F.expr(reason).alias("_cdc_reject_reason"),
+        F.expr(f"if({reason} IS NULL, NULL, value)").alias("_cdc_raw"),
+    ]
+    return staged.select(*output)

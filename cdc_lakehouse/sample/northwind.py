@@ -1,0 +1,311 @@
+"""The Northwind-shaped order system behind the bundled sample: tables, keys, landing shapes.
+
+Column types are PostgreSQL type names (also valid declared types for `cdc_lakehouse.spec`).
+`DDL` creates the tables on a real PostgreSQL source; `canonical_value` is the one textual form
+used by `sample/expected/*.jsonl`, so Spark output can be compared with those files.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+TOAST_PLACEHOLDER = "__debezium_unavailable_value"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column. `external`: `SET STORAGE EXTERNAL`, long values live out of line (TOAST)."""
+
+    name: str
+    pg_type: str
+    nullable: bool = True
+    external: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """One source table and how it lands.
+
+    shape: `envelope` (Debezium envelope), `flattened` (ExtractNewRecordState rows) or `jdbc`
+        (query-based JDBC source connector rows), as in `cdc_lakehouse.spec.SHAPES`.
+    added_later: columns added mid-stream by `ALTER TABLE ... ADD COLUMN` (not in `DDL`).
+    order_by: `jdbc` only: the connector's timestamp column, then its incrementing column.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    topic: str
+    shape: str
+    schemas_enable: bool = False
+    added_later: tuple[str, ...] = ()
+    foreign_keys: tuple[str, ...] = ()
+    order_by: tuple[str, ...] = ()
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def initial_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.name not in self.added_later)
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+    def key_of(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row[k] for k in self.key)
+
+
+CUSTOMERS = Table(
+    name="customers",
+    columns=(
+        Column("customer_id", "text", nullable=False),
+        Column("company_name", "text"),
+        Column("contact_name", "text"),
+        Column("country", "text"),
+        Column("credit_limit", "numeric(12,2)"),
+        Column("external_id", "uuid"),
+        Column("tags", "text[]"),
+        Column("profile", "jsonb"),
+        Column("notes", "text", external=True),
+        Column("created_at", "timestamptz"),
+        Column("updated_at", "timestamp"),
+        Column("loyalty_tier", "text"),
+    ),
+    key=("customer_id",),
+    topic="northwind.public.customers",
+    shape="envelope",
+    schemas_enable=True,
+    added_later=("loyalty_tier",),
+)
+
+PRODUCTS = Table(
+    name="products",
+    columns=(
+        Column("product_id", "int", nullable=False),
+        Column("product_name", "text"),
+        Column("category", "text"),
+        Column("unit_price", "numeric(10,2)"),
+        Column("units_in_stock", "int"),
+        Column("discontinued", "boolean"),
+        Column("description", "text", external=True),
+        Column("attributes", "jsonb"),
+        Column("updated_at", "timestamptz"),
+    ),
+    key=("product_id",),
+    topic="northwind.public.products",
+    shape="envelope",
+)
+
+ORDERS = Table(
+    name="orders",
+    columns=(
+        Column("order_id", "int", nullable=False),
+        Column("customer_id", "text"),
+        Column("order_date", "date"),
+        Column("required_date", "date"),
+        Column("shipped_at", "timestamptz"),
+        Column("ship_country", "text"),
+        Column("freight", "numeric(10,2)"),
+        Column("status", "text"),
+        Column("updated_at", "timestamp"),
+    ),
+    key=("order_id",),
+    topic="northwind.public.orders",
+    shape="envelope",
+    foreign_keys=(
+        "FOREIGN KEY (customer_id) REFERENCES customers (customer_id) ON UPDATE CASCADE",
+    ),
+)
+
+ORDER_DETAILS = Table(
+    name="order_details",
+    columns=(
+        Column("order_id", "int", nullable=False),
+        Column("product_id", "int", nullable=False),
+        Column("unit_price", "numeric(10,2)"),
+        Column("quantity", "int"),
+        Column("discount", "numeric(4,2)"),
+    ),
+    key=("order_id", "product_id"),
+    topic="northwind.public.order_details",
+    shape="flattened",
+    foreign_keys=(
+        "FOREIGN KEY (order_id) REFERENCES orders (order_id)",
+        "FOREIGN KEY (product_id) REFERENCES products (product_id)",
+    ),
+)
+
+SUPPLIERS = Table(
+    name="suppliers",
+    columns=(
+        Column("supplier_id", "int", nullable=False),
+        Column("company_name", "text"),
+        Column("country", "text"),
+        Column("phone", "text"),
+        Column("last_update", "timestamp", nullable=False),
+    ),
+    key=("supplier_id",),
+    topic="northwind_jdbc.suppliers",
+    shape="jdbc",
+    order_by=("last_update", "supplier_id"),
+)
+
+TABLES: tuple[Table, ...] = (CUSTOMERS, PRODUCTS, ORDERS, ORDER_DETAILS, SUPPLIERS)
+TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+
+def create_table_sql(table: Table) -> str:
+    """CREATE TABLE (initial columns, key, foreign keys) plus the out-of-line storage settings."""
+    lines = [
+        f"    {c.name} {c.pg_type}{'' if c.nullable else ' NOT NULL'}"
+        for c in table.initial_columns
+    ]
+    lines.append(f"    PRIMARY KEY ({', '.join(table.key)})")
+    lines.extend(f"    {fk}" for fk in table.foreign_keys)
+    body = ",\n".join(lines)
+    statements = [f"CREATE TABLE {table.name} (\n{body}\n);"]
+    statements.extend(
+        f"ALTER TABLE {table.name} ALTER COLUMN {c.name} SET STORAGE EXTERNAL;"
+        for c in table.initial_columns
+        if c.external
+    )
+    return "\n".join(statements)
+
+
+def add_column_sql(table: Table) -> str:
+    """The mid-stream `ALTER TABLE ... ADD COLUMN` statements of a table (empty if none)."""
+    return "\n".join(
+        f"ALTER TABLE {table.name} ADD COLUMN {name} {table.column(name).pg_type};"
+        for name in table.added_later
+    )
+
+
+# Tables as they exist when capture starts (REPLICA IDENTITY DEFAULT everywhere). Long text
+# columns use STORAGE EXTERNAL so that values over ~2 KB are stored out of line uncompressed:
+# an UPDATE that leaves them alone then sends Debezium the unavailable-value placeholder.
+DDL = "\n\n".join(create_table_sql(t) for t in TABLES) + "\n"
+# Run mid-stream, while the connector is capturing.
+MID_STREAM_DDL = "\n".join(s for s in (add_column_sql(t) for t in TABLES) if s) + "\n"
+
+
+def canonical_value(pg_type: str, value: Any) -> Any:
+    """The canonical JSON-ready form of one PostgreSQL value (see sample/README.md).
+
+    numeric: string with exactly the column's scale; date: `YYYY-MM-DD`; timestamp:
+    `YYYY-MM-DDTHH:MM:SS.ffffff`; timestamptz: same in UTC with a `Z` (a naive datetime is taken
+    as UTC); json/jsonb: the parsed value, object keys sorted; uuid: lower-case string; arrays:
+    lists; null: None. Accepts Python values (Decimal, date, datetime, dict, ...) or strings.
+    """
+    if value is None:
+        return None
+    t = pg_type.strip().lower().replace(" ", "")
+    if t.endswith("[]"):
+        return [canonical_value(t[:-2], v) for v in value]
+    if t.startswith(("numeric", "decimal")):
+        return _canonical_numeric(t, value)
+    converter = _CONVERTERS.get(t)
+    if converter is None:
+        raise ValueError(f"no canonical form for PostgreSQL type {pg_type!r}")
+    return converter(value)
+
+
+def canonical_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
+    """All columns of `table` in canonical form; a column missing from `row` is null."""
+    return {c.name: canonical_value(c.pg_type, row.get(c.name)) for c in table.columns}
+
+
+def _canonical_numeric(pg_type: str, value: Any) -> str:
+    scale = int(pg_type.split(",")[1].rstrip(")")) if "," in pg_type else 0
+    if isinstance(value, float):
+        value = repr(value)
+    number = Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+    if number.is_zero():
+        number = abs(number)
+    return f"{number:f}"
+
+
+def _canonical_date(value: Any) -> str:
+    if isinstance(value, datetime):
+        raise TypeError(f"a date column got a datetime: {value!r}")
+    if isinstance(value, date):
+        return value.isoformat()
+    return date.fromisoformat(str(value)).isoformat()
+
+
+def _as_datetime(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace(" ", "T"))
+
+
+def _canonical_timestamp(value: Any) -> str:
+    dt = _as_datetime(value)
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC).replace(tzinfo=None)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def _canonical_timestamptz(value: Any) -> str:
+    dt = _as_datetime(value)
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _sorted_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_json(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_json(v) for v in value]
+    return value
+
+
+def _canonical_json(value: Any) -> Any:
+    if isinstance(value, (str, bytes, bytearray)):
+        value = json.loads(value)
+    return _sorted_json(value)
+
+
+def _canonical_boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("t", "true"):
+        return True
+    if text in ("f", "false"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _canonical_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise TypeError(f"not an integer: {value!r}")
+    return int(value)
+
+
+_CONVERTERS = {
+    "text": str,
+    "varchar": str,
+    "int": _canonical_int,
+    "integer": _canonical_int,
+    "smallint": _canonical_int,
+    "bigint": _canonical_int,
+    "boolean": _canonical_boolean,
+    "date": _canonical_date,
+    "timestamp": _canonical_timestamp,
+    "timestamptz": _canonical_timestamptz,
+    "json": _canonical_json,
+    "jsonb": _canonical_json,
+    "uuid": lambda v: str(uuid.UUID(str(v))),
+}

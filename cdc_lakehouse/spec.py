@@ -1,0 +1,115 @@
+"""What the flatten step needs to know about one source table.
+
+A `TableSpec` is built from the dbt config of a flatten model (`cdc_landing` set per folder in
+dbt_project.yml, `cdc_table` set per model in yml) and drives the decoding of landing files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SHAPES = ("envelope", "flattened", "jdbc")
+DECIMAL_MODES = ("precise", "string", "double")
+TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring")
+DEFAULT_TOAST_PLACEHOLDER = "__debezium_unavailable_value"
+
+# Column types a table may declare (PostgreSQL-flavoured names, mapped to Spark types).
+DECLARED_TYPES = {
+    "smallint": "smallint",
+    "int": "int",
+    "integer": "int",
+    "bigint": "bigint",
+    "real": "float",
+    "float": "float",
+    "double": "double",
+    "boolean": "boolean",
+    "text": "string",
+    "string": "string",
+    "varchar": "string",
+    "uuid": "string",
+    "json": "string",
+    "jsonb": "string",
+    "date": "date",
+    "timestamp": "timestamp_ntz",
+    "timestamptz": "timestamp",
+    "time": "string",
+    "bytea": "binary",
+    "binary": "binary",
+}
+
+
+def spark_type(declared: str) -> str:
+    """Spark SQL type for a declared column type (`decimal(p,s)`, `array<...>` kept as is)."""
+    t = declared.strip().lower().replace(" ", "")
+    if t.startswith(("decimal", "numeric")):
+        inner = t[t.index("(") :] if "(" in t else "(38,18)"
+        return f"decimal{inner}"
+    if t.startswith("array<") and t.endswith(">"):
+        return f"array<{spark_type(t[6:-1])}>"
+    if t.endswith("[]"):
+        return f"array<{spark_type(t[:-2])}>"
+    if t not in DECLARED_TYPES:
+        raise ValueError(f"unknown column type {declared!r}")
+    return DECLARED_TYPES[t]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One source table as it lands.
+
+    topic: Kafka topic (folder under `<root>/topics/`).
+    shape: `envelope` (full Debezium envelope), `flattened` (ExtractNewRecordState rows) or
+        `jdbc` (query-based rows from a JDBC source connector).
+    key: primary-key columns.
+    columns: declared column name -> type (see DECLARED_TYPES, plus `decimal(p,s)`,
+        `array<t>`); with schemas enabled the embedded schema decides the encoding, the
+        declared type still decides the output type when given.
+    order_by: `jdbc` only: timestamp column, then optional incrementing column.
+    """
+
+    topic: str
+    shape: str = "envelope"
+    key: tuple[str, ...] = ()
+    columns: Mapping[str, str] = field(default_factory=dict)
+    decimal_handling_mode: str = "precise"
+    time_precision_mode: str = "adaptive"
+    toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
+    order_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"{self.topic}: shape must be one of {SHAPES}, got {self.shape!r}")
+        if self.decimal_handling_mode not in DECIMAL_MODES:
+            raise ValueError(f"{self.topic}: decimal_handling_mode must be one of {DECIMAL_MODES}")
+        if self.time_precision_mode not in TIME_MODES:
+            raise ValueError(f"{self.topic}: time_precision_mode must be one of {TIME_MODES}")
+        if not self.key:
+            raise ValueError(f"{self.topic}: key columns are required")
+        if self.shape == "jdbc" and not self.order_by:
+            raise ValueError(f"{self.topic}: jdbc shape needs order_by (timestamp[, incrementing])")
+        for name, declared in self.columns.items():
+            spark_type(declared)  # validates
+
+    @classmethod
+    def from_config(cls, landing: Mapping[str, Any] | None, table: Mapping[str, Any]) -> "TableSpec":
+        """Merge folder-level landing settings with the per-table entry (table wins)."""
+        merged: dict[str, Any] = {**(landing or {}), **table}
+        topic = merged.get("topic")
+        if not topic:
+            prefix = merged.get("topic_prefix")
+            name = merged.get("name")
+            if not (prefix and name):
+                raise ValueError("cdc_table needs `topic`, or `name` with a `topic_prefix`")
+            topic = f"{prefix}.{name}"
+        key = merged.get("key") or ()
+        return cls(
+            topic=topic,
+            shape=merged.get("shape", "envelope"),
+            key=tuple([key] if isinstance(key, str) else key),
+            columns=dict(merged.get("columns") or {}),
+            decimal_handling_mode=merged.get("decimal_handling_mode", "precise"),
+            time_precision_mode=merged.get("time_precision_mode", "adaptive"),
+            toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
+            order_by=tuple(merged.get("order_by") or ()),
+        )

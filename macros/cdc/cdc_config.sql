@@ -1,0 +1,82 @@
+{#
+  Read the CDC settings of the current model: key columns (`unique_key`), delete mode
+  (`cdc_delete_mode`: hard | soft, default from var `cdc_delete_mode`, else hard).
+#}
+{% macro cdc_key_columns() %}
+    {%- set key = config.get('unique_key') -%}
+    {%- if key is none -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": a CDC model needs `unique_key` (its primary-key columns)") }}
+    {%- endif -%}
+    {{ return([key] if key is string else key) }}
+{% endmacro %}
+
+
+{% macro cdc_delete_mode() %}
+    {%- set mode = config.get('cdc_delete_mode') or var('cdc_delete_mode', 'hard') -%}
+    {%- if mode not in ('hard', 'soft') -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": cdc_delete_mode must be 'hard' or 'soft', got " ~ mode) }}
+    {%- endif -%}
+    {{ return(mode) }}
+{% endmacro %}
+
+
+{#
+  Pipeline columns every change log carries, in order. Silver keeps all but
+  `_cdc_unavailable_columns` and adds `_cdc_is_deleted`, `_cdc_deleted_at`.
+#}
+{% macro cdc_change_log_columns() %}
+    {{ return([
+        '_cdc_op', '_cdc_seq', '_cdc_source_ts', '_cdc_tx_id', '_cdc_unavailable_columns',
+        '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at',
+    ]) }}
+{% endmacro %}
+
+
+{% macro cdc_silver_columns() %}
+    {{ return([
+        '_cdc_op', '_cdc_seq', '_cdc_source_ts', '_cdc_tx_id', '_cdc_is_deleted', '_cdc_deleted_at',
+        '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at',
+    ]) }}
+{% endmacro %}
+
+
+{#
+  Names of a relation's source columns (everything not prefixed `_cdc_`), read from the
+  warehouse at run time so that a column added at the source flows through. At parse time,
+  or when the relation does not exist yet, returns `fallback`.
+#}
+{% macro cdc_source_column_names(relation, fallback=[]) %}
+    {%- if not execute -%}
+        {{ return(fallback) }}
+    {%- endif -%}
+    {%- set names = [] -%}
+    {%- for column in adapter.get_columns_in_relation(relation) -%}
+        {%- if not column.name.startswith('_cdc_') -%}
+            {%- do names.append(column.name) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(names if names else fallback) }}
+{% endmacro %}
+
+
+{#
+  Select list for a staging change log: the source columns of `relation` (key columns first),
+  then the pipeline columns.
+#}
+{% macro cdc_staging_columns(relation, key_columns) %}
+    {%- set source_columns = cdc_source_column_names(relation, key_columns) -%}
+    {%- set ordered = key_columns + (source_columns | reject('in', key_columns) | list) -%}
+    {%- for column in ordered + cdc_change_log_columns() %}
+        {{ column }}{{ "," if not loop.last }}
+    {%- endfor %}
+{% endmacro %}
+
+
+{#- Comma-separated, quoted column list. -#}
+{% macro cdc_column_list(columns) %}
+    {%- set quoted = [] -%}
+    {%- for column in columns -%}
+        {%- do quoted.append(adapter.quote(column)) -%}
+    {%- endfor -%}
+    {{ return(quoted | join(', ')) }}
+{% endmacro %}

@@ -1,0 +1,42 @@
+{#
+  Body of a silver current-state model: `{{ cdc_current_state(ref('stg_<source>__<entity>_changes')) }}`
+  with `unique_key` (and optionally `cdc_delete_mode`) in the model config.
+  Full build: resolves the whole change log into one row per key. Incremental run: resolves only
+  changes loaded since the table's watermark against the current rows; the `cdc_merge` strategy
+  then applies the result.
+#}
+{% macro cdc_current_state(changes) %}
+    {{ return(adapter.dispatch('cdc_current_state', 'cdc_lakehouse')(changes)) }}
+{% endmacro %}
+
+
+{% macro default__cdc_current_state(changes) %}
+{%- set keys = cdc_key_columns() -%}
+{%- set attributes = cdc_source_column_names(changes) | reject('in', keys) | list -%}
+{%- if is_incremental() %}
+    {%- set target_attributes = cdc_source_column_names(this) | reject('in', keys) | list -%}
+    {%- set new_changes -%}
+        (
+            select *
+            from {{ changes }}
+            where _cdc_loaded_at > {{ cdc_watermark(this) }}
+        )
+    {%- endset -%}
+    {{ cdc_resolve_batch(
+        new_changes, keys, attributes,
+        target=this,
+        target_attribute_columns=target_attributes,
+        tombstones=cdc_tombstones_query(this, keys),
+    ) }}
+{%- else %}
+    {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
+    select
+        {%- for column in keys + attributes + cdc_silver_columns() %}
+        {{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    from (
+        {{ resolved }}
+    ) as resolved
+    where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if cdc_delete_mode() == 'soft' }}
+{%- endif %}
+{% endmacro %}

@@ -1,0 +1,40 @@
+{#
+  Post-hook of every silver model. After an incremental run (the cdc_merge strategy left its
+  cached batch) it releases the cache. After a full build it writes what the strategy writes on
+  incremental runs: the tombstones of the whole change log and the watermark.
+#}
+{% macro cdc_finalize_merge() %}
+    {%- if not execute -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set batch = cdc_batch_relation(this) -%}
+    {%- set cached = run_query("show views like '" ~ batch.identifier ~ "'") -%}
+    {%- if cached.rows | length > 0 -%}
+        {% call statement('cdc_uncache') %}
+            drop view if exists {{ batch }}
+        {% endcall %}
+        {{ return('') }}
+    {%- endif -%}
+
+    {%- set keys = cdc_key_columns() -%}
+    {%- set changes = cdc_upstream_change_log() -%}
+    {%- set tombstones = cdc_tombstones_relation(this) -%}
+    {% call statement('cdc_rebuild_tombstones') %}
+        create or replace table {{ tombstones }}
+        using iceberg
+        as
+        select
+            {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
+            max(_cdc_seq) as _cdc_seq,
+            max(_cdc_loaded_at) as _cdc_loaded_at
+        from {{ changes }}
+        where
+            _cdc_op = 't'
+            {{- " or _cdc_op = 'd'" if cdc_delete_mode() == 'hard' }}
+        group by {{ cdc_column_list(keys) }}
+    {% endcall %}
+    {% call statement('cdc_set_watermark') %}
+        {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ changes) }}
+    {% endcall %}
+    {{ return('') }}
+{% endmacro %}

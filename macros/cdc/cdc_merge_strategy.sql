@@ -1,0 +1,127 @@
+{#
+  Route the custom `cdc_merge` incremental strategy through dbt-spark's incremental
+  materialization, which hard-codes its strategy list. Any other strategy goes to dbt-spark.
+#}
+{% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}
+    {%- if raw_strategy == 'cdc_merge' -%}
+        {%- if file_format != 'iceberg' -%}
+            {{ exceptions.raise_compiler_error("incremental_strategy 'cdc_merge' needs file_format 'iceberg', got " ~ file_format) }}
+        {%- endif -%}
+        {{ return(raw_strategy) }}
+    {%- endif -%}
+    {{ return(dbt.dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format)) }}
+{% endmacro %}
+
+
+{% macro dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates) %}
+    {%- if strategy == 'cdc_merge' -%}
+        {{ return(get_incremental_cdc_merge_sql(source, target, unique_key)) }}
+    {%- endif -%}
+    {{ return(dbt.dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates)) }}
+{% endmacro %}
+
+
+{#
+  Apply a resolved batch (the model's incremental select, see cdc_resolve_batch) to silver:
+  add new source columns, merge upserts and deletes, apply a truncate, remember deletes as
+  tombstones, and return the statement that moves the watermark, so it runs last.
+#}
+{% macro get_incremental_cdc_merge_sql(source, target, unique_key) %}
+    {{ return(adapter.dispatch('get_incremental_cdc_merge_sql', 'cdc_lakehouse')(source, target, unique_key)) }}
+{% endmacro %}
+
+
+{% macro default__get_incremental_cdc_merge_sql(source, target, unique_key) %}
+{%- set keys = cdc_key_columns() -%}
+{%- set soft = cdc_delete_mode() == 'soft' -%}
+{%- set batch = cdc_batch_relation(target) -%}
+{%- set key_match = [] -%}
+{%- for column in keys -%}
+    {%- do key_match.append("target." ~ adapter.quote(column) ~ " = batch." ~ adapter.quote(column)) -%}
+{%- endfor -%}
+
+{#- A column added at the source: add it to silver; older rows read null. -#}
+{%- set target_names = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+{%- set new_columns = [] -%}
+{%- for column in adapter.get_columns_in_relation(source) -%}
+    {%- if column.name not in target_names and column.name not in ('_cdc_action', '_cdc_batch_loaded_at') -%}
+        {%- do new_columns.append(adapter.quote(column.name) ~ ' ' ~ column.data_type) -%}
+    {%- endif -%}
+{%- endfor -%}
+{%- if new_columns -%}
+    {% call statement('cdc_add_columns') %}
+        alter table {{ target }} add columns ({{ new_columns | join(', ') }})
+    {% endcall %}
+{%- endif -%}
+{%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+
+{#- Resolve once: the merge changes silver, so the batch view must not be evaluated again. -#}
+{% call statement('cdc_cache_batch') %}
+    cache table {{ batch }} as select * from {{ source }}
+{% endcall %}
+
+{% call statement('cdc_merge') %}
+    merge into {{ target }} as target
+    using (select * from {{ batch }} where _cdc_action in ('upsert', 'delete')) as batch
+        on {{ key_match | join(' and ') }}
+    {%- if not soft %}
+    when matched and batch._cdc_action = 'delete' then delete
+    {%- endif %}
+    when matched then update set
+        {%- for column in columns %}
+        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    when not matched {{- " and batch._cdc_action = 'upsert'" if not soft }} then insert (
+        {%- for column in columns %}
+        {{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    ) values (
+        {%- for column in columns %}
+        batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    )
+{% endcall %}
+
+{%- set truncate = run_query("select _cdc_seq, _cdc_source_ts from " ~ batch ~ " where _cdc_action = 'truncate'") -%}
+{%- if truncate.rows | length > 0 %}
+    {%- set truncate_seq = truncate.rows[0][0] -%}
+    {% call statement('cdc_truncate') %}
+        {%- if soft %}
+        update {{ target }}
+        set
+            _cdc_op = 't',
+            _cdc_seq = {{ truncate_seq }},
+            _cdc_is_deleted = true,
+            _cdc_deleted_at = (select max(_cdc_source_ts) from {{ batch }} where _cdc_action = 'truncate')
+        where _cdc_seq < {{ truncate_seq }} and not _cdc_is_deleted
+        {%- else %}
+        delete from {{ target }} where _cdc_seq < {{ truncate_seq }}
+        {%- endif %}
+    {% endcall %}
+{%- endif %}
+
+{%- set tombstones = cdc_create_tombstones(target, keys) -%}
+{% call statement('cdc_tombstones') %}
+    merge into {{ tombstones }} as target
+    using (
+        select
+            {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
+            _cdc_seq,
+            _cdc_loaded_at
+        from {{ batch }}
+        where _cdc_action = 'truncate' {{- " or _cdc_action = 'delete'" if not soft }}
+    ) as batch
+        on {{ key_match | join(' and ') }}
+    when matched and batch._cdc_seq > target._cdc_seq then update set
+        target._cdc_seq = batch._cdc_seq,
+        target._cdc_loaded_at = batch._cdc_loaded_at
+    when not matched then insert *
+{% endcall %}
+
+{{ cdc_set_watermark_sql(target, "select max(_cdc_batch_loaded_at) from " ~ batch) }}
+{% endmacro %}
+
+
+{% macro cdc_batch_relation(target) %}
+    {{ return(api.Relation.create(identifier=target.identifier ~ '__cdc_batch', type='view')) }}
+{% endmacro %}

@@ -1,0 +1,88 @@
+{#
+  Where a silver table keeps its CDC state besides its rows:
+  - the watermark: table property `cdc.watermark`, the newest `_cdc_loaded_at` of the change log
+    applied; written last in a run, so a crash before it means the batch is applied again
+    (idempotent: events not newer than silver change nothing);
+  - tombstones: table `<silver>__cdc_tombstones` (key columns, `_cdc_seq`, `_cdc_loaded_at`), the
+    sequence of each hard delete, and rows with null keys for truncates, so a late older event
+    cannot bring a deleted row back.
+#}
+{% macro cdc_tombstones_relation(relation) %}
+    {{ return(relation.incorporate(path={"identifier": relation.identifier ~ "__cdc_tombstones"}, type='table')) }}
+{% endmacro %}
+
+
+{% macro cdc_watermark(relation) %}
+    {%- set value = cdc_watermark_value(relation) -%}
+    {{ return("timestamp'" ~ (value or '1970-01-01 00:00:00') ~ "'") }}
+{% endmacro %}
+
+
+{% macro cdc_watermark_value(relation) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set rows = run_query("show tblproperties " ~ relation ~ " ('cdc.watermark')") -%}
+    {%- set value = rows.rows[0][1] if rows.rows | length > 0 else none -%}
+    {{ return(none if value is none or 'does not have property' in value else value) }}
+{% endmacro %}
+
+
+{#
+  Statement that sets the watermark to the newest `_cdc_loaded_at` found by `max_query`
+  (a query returning one timestamp); keeps the current one when that query finds nothing.
+#}
+{% macro cdc_set_watermark_sql(relation, max_query) %}
+    {%- set found = run_query("select cast((" ~ max_query ~ ") as string)").rows[0][0] -%}
+    {%- set value = found or cdc_watermark_value(relation) or '1970-01-01 00:00:00' -%}
+    {{ return("alter table " ~ relation ~ " set tblproperties ('cdc.watermark' = '" ~ value ~ "')") }}
+{% endmacro %}
+
+
+{#
+  Query over the stored tombstones of `relation` (key columns, `_cdc_seq`); an empty query of
+  the same shape while the tombstone table does not exist yet.
+#}
+{% macro cdc_tombstones_query(relation, key_columns) %}
+    {%- set tombstones = cdc_tombstones_relation(relation) -%}
+    {%- set existing = adapter.get_relation(tombstones.database, tombstones.schema, tombstones.identifier) if execute else none -%}
+    {%- if existing is not none -%}
+        {{ return("select " ~ cdc_column_list(key_columns) ~ ", _cdc_seq from " ~ tombstones) }}
+    {%- endif -%}
+    {%- set select_list = [] -%}
+    {%- for column in key_columns -%}
+        {%- do select_list.append(adapter.quote(column)) -%}
+    {%- endfor -%}
+    {{ return("select " ~ (select_list | join(', ')) ~ ", _cdc_seq from " ~ this ~ " where false") }}
+{% endmacro %}
+
+
+{% macro cdc_create_tombstones(relation, key_columns) %}
+    {%- set tombstones = cdc_tombstones_relation(relation) -%}
+    {% call statement('cdc_create_tombstones') %}
+        create table if not exists {{ tombstones }}
+        using iceberg
+        as
+        select
+            {% for column in key_columns %}{{ adapter.quote(column) }}, {% endfor %}
+            _cdc_seq,
+            _cdc_loaded_at
+        from {{ relation }}
+        where false
+    {% endcall %}
+    {{ return(tombstones) }}
+{% endmacro %}
+
+
+{#
+  The change log a silver model reads: its single upstream model.
+#}
+{% macro cdc_upstream_change_log() %}
+    {%- for unique_id in model.depends_on.nodes -%}
+        {%- set node = graph.nodes.get(unique_id) -%}
+        {%- if node is not none and node.resource_type == 'model' -%}
+            {{ return(adapter.get_relation(node.database, node.schema, node.alias)) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": a CDC silver model must ref its change log") }}
+{% endmacro %}

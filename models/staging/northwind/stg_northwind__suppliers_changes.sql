@@ -1,0 +1,12 @@
+with source as (
+    select * from {{ ref('flat_northwind__suppliers') }}
+),
+
+changes as (
+    select
+        {{- cdc_staging_columns(ref('flat_northwind__suppliers'), ['supplier_id']) }}
+    from source
+    where _cdc_reject_reason is null
+)
+
+select * from changes
