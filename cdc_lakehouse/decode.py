@@ -587,7 +587,7 @@ def _change_metadata(
             tie = f"coalesce(try_cast({decoded[spec.order_by[1]]} AS decimal(38,0)), 0BD)"
         # timestamp first, the incrementing column (< 10^19) breaks ties
         seq = f"try_add(try_multiply(try_cast({micros} AS decimal(38,0)), 10000000000000000000BD), {tie})"
-        return f"try_cast({seq} AS decimal(38,0))", f"timestamp_micros({micros})", "NULL"
+        return f"try_cast({seq} AS decimal(38,0))", f"timestamp_micros({micros})", "CAST(NULL AS bigint)"
     source_ts = f"timestamp_micros(try_multiply(try_cast({ts_ms} AS bigint), 1000L))"
     return f"try_cast({seq} AS decimal(38,0))", source_ts, f"try_cast({tx} AS bigint)"
 

@@ -1569,15 +1569,16 @@ ExtractNewRecordState with `delete.tombstone.handling.mode=rewrite`,
      for `notes`; `ON UPDATE CASCADE` then rewrites that customer's orders in the same
      transaction;
    - a customer deleted and later inserted again with the same key; an order line likewise;
-   - a column added mid-stream (`{mid_ddl}`): later customers events, and their
-     embedded schema, carry it; rows not updated since keep NULL;
+   - mid-stream `{mid_ddl}`:
+     later customers events, and their embedded schema, carry the column; rows not updated
+     since keep NULL;
    - an at-least-once replay on `northwind.public.orders`: Debezium dies right after a burst of
      {replay} order updates whose offsets it had not flushed, and on restart sends them again
      (same `before`/`after`/`source`, new envelope `ts_ms`, new Kafka offsets);
    - suppliers: three polls (all rows, then rows whose (`last_update`, `supplier_id`) moved past
-     the connector's offset); two rows updated by one statement share a `last_update`; deletes
-     would not be visible, so there are none. The application writes `last_update` with
-     millisecond precision, as the connector reads it.
+     the connector's offset, the last poll after the last change); two rows updated by one
+     statement share a `last_update`; deletes would not be visible, so there are none. The
+     application writes `last_update` with millisecond precision, as the connector reads it.
    - No truncate.
 
 ## Canonical values in expected/

@@ -226,10 +226,10 @@ def canonical_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _canonical_numeric(pg_type: str, value: Any) -> str:
-    scale = int(pg_type.split(",")[1].rstrip(")")) if "," in pg_type else 0
-    if isinstance(value, float):
-        value = repr(value)
-    number = Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+    number = Decimal(repr(value) if isinstance(value, float) else str(value))
+    if "," in pg_type:  # numeric(p,s): exactly s decimals, rounded as PostgreSQL rounds
+        scale = int(pg_type.split(",")[1].rstrip(")"))
+        number = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
     if number.is_zero():
         number = abs(number)
     return f"{number:f}"

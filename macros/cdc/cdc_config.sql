@@ -43,12 +43,14 @@
 {#
   Names of a relation's source columns (everything not prefixed `_cdc_`), read from the
   warehouse at run time so that a column added at the source flows through. At parse time,
-  or when the relation does not exist yet, returns `fallback`.
+  or when the relation does not exist yet, returns `fallback`. In a dbt unit test, where `ref()`
+  and `this` are fixture CTEs, the columns of the real relation behind the fixture are used.
 #}
 {% macro cdc_source_column_names(relation, fallback=[]) %}
     {%- if not execute -%}
         {{ return(fallback) }}
     {%- endif -%}
+    {%- set relation = cdc_relation_behind_fixture(relation) -%}
     {%- set names = [] -%}
     {%- for column in adapter.get_columns_in_relation(relation) -%}
         {%- if not column.name.startswith('_cdc_') -%}
@@ -56,6 +58,23 @@
         {%- endif -%}
     {%- endfor -%}
     {{ return(names if names else fallback) }}
+{% endmacro %}
+
+
+{% macro cdc_relation_behind_fixture(relation) %}
+    {%- set identifier = relation if relation is string else (relation.identifier or '') -%}
+    {%- if not identifier.startswith('__dbt__cte__') -%}
+        {{ return(relation) }}
+    {%- endif -%}
+    {#- The unit-test context has no graph: look the name up in the warehouse's schemas. -#}
+    {%- set name = identifier[12:] -%}
+    {%- for schema in run_query('show schemas').columns[0].values() | sort -%}
+        {%- set found = adapter.get_relation(target.database, schema, name) -%}
+        {%- if found is not none -%}
+            {{ return(found) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(relation) }}
 {% endmacro %}
 
 

@@ -1,17 +1,20 @@
 {#
-  Body of a silver current-state model: `{{ cdc_current_state(ref('stg_<source>__<entity>_changes')) }}`
-  with `unique_key` (and optionally `cdc_delete_mode`) in the model config.
+  Body of a silver current-state model:
+  `{{ cdc_current_state(ref('stg_<source>__<entity>_changes'), unique_key=[...], delete_mode='hard') }}`
+  It sets the model's `unique_key` and `cdc_delete_mode` config for the cdc_merge strategy.
   Full build: resolves the whole change log into one row per key. Incremental run: resolves only
   changes loaded since the table's watermark against the current rows; the `cdc_merge` strategy
   then applies the result.
 #}
-{% macro cdc_current_state(changes) %}
-    {{ return(adapter.dispatch('cdc_current_state', 'cdc_lakehouse')(changes)) }}
+{% macro cdc_current_state(changes, unique_key, delete_mode=none) %}
+    {%- set keys = [unique_key] if unique_key is string else unique_key -%}
+    {%- set mode = delete_mode or var('cdc_delete_mode', 'hard') -%}
+    {{ config(unique_key=keys, cdc_delete_mode=mode) }}
+    {{ return(adapter.dispatch('cdc_current_state', 'cdc_lakehouse')(changes, keys, mode)) }}
 {% endmacro %}
 
 
-{% macro default__cdc_current_state(changes) %}
-{%- set keys = cdc_key_columns() -%}
+{% macro default__cdc_current_state(changes, keys, delete_mode) %}
 {%- set attributes = cdc_source_column_names(changes) | reject('in', keys) | list -%}
 {%- if is_incremental() %}
     {%- set target_attributes = cdc_source_column_names(this) | reject('in', keys) | list -%}
@@ -37,6 +40,6 @@
     from (
         {{ resolved }}
     ) as resolved
-    where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if cdc_delete_mode() == 'soft' }}
+    where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
 {%- endif %}
 {% endmacro %}

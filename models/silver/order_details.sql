@@ -1,3 +1,5 @@
-{{ config(unique_key=['order_id', 'product_id'], cdc_delete_mode='hard') }}
-
-{{ cdc_current_state(ref('stg_northwind__order_details_changes')) }}
+{{ cdc_current_state(
+    ref('stg_northwind__order_details_changes'),
+    unique_key=['order_id', 'product_id'],
+    delete_mode='hard',
+) }}

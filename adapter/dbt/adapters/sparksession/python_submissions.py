@@ -23,5 +23,9 @@ class SessionPythonJobHelper(PythonJobHelper):
         try:
             exec(compile(compiled_code, name, "exec"), namespace)
         except Exception as exc:  # surface the model's own error, not a dbt internal one
-            raise DbtRuntimeError(f"Python model {name} failed: {exc!r}") from exc
+            detail = getattr(exc, "desc", None) or str(exc) or repr(exc)
+            java = getattr(exc, "java_exception", None)
+            if java is not None:
+                detail = f"{java.toString()}"
+            raise DbtRuntimeError(f"Python model {name} failed: {detail}") from exc
         return None

@@ -1,0 +1,49 @@
+{#
+  on-run-end hook: when var `cdc_export_dir` is set, write every silver and gold table built by
+  the run (and the rejects) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
+  with their scale, timestamps to the microsecond in UTC, binary as base64, arrays as JSON).
+  Used by the tests to compare the lake with the source; handy for diffing two builds.
+#}
+{% macro cdc_export(results) %}
+    {%- set export_dir = var('cdc_export_dir', none) -%}
+    {%- if not execute or export_dir is none -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- for result in results -%}
+        {%- set node = result.node -%}
+        {%- set exported = node.schema in ('silver', 'gold') or node.name == 'cdc_rejects' -%}
+        {%- if node.resource_type == 'model' and result.status == 'success' and exported -%}
+            {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias) -%}
+            {% call statement('cdc_export_' ~ node.alias) %}
+                insert overwrite directory '{{ export_dir }}/{{ node.schema }}.{{ node.alias }}'
+                using json
+                options ('ignoreNullFields' = 'false')
+                select /*+ coalesce(1) */
+                    {%- for column in adapter.get_columns_in_relation(relation) %}
+                    {{ cdc_canonical_text(adapter.quote(column.name), column.data_type) }} as {{ adapter.quote(column.name) }}
+                    {{- "," if not loop.last }}
+                    {%- endfor %}
+                from {{ relation }}
+            {% endcall %}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return('') }}
+{% endmacro %}
+
+
+{#- Exact text of a value of Spark type `data_type`. -#}
+{% macro cdc_canonical_text(expression, data_type) %}
+    {%- set t = data_type | lower -%}
+    {%- if t.startswith('decimal') or t == 'date' -%}
+        {{ return('cast(' ~ expression ~ ' as string)') }}
+    {%- elif t == 'timestamp' -%}
+        {{ return("date_format(" ~ expression ~ ", \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\")") }}
+    {%- elif t == 'timestamp_ntz' -%}
+        {{ return("date_format(" ~ expression ~ ", \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS\")") }}
+    {%- elif t == 'binary' -%}
+        {{ return('base64(' ~ expression ~ ')') }}
+    {%- elif t.startswith('array') or t.startswith('map') or t.startswith('struct') -%}
+        {{ return('to_json(' ~ expression ~ ')') }}
+    {%- endif -%}
+    {{ return(expression) }}
+{% endmacro %}

@@ -1,0 +1,89 @@
+"""A throw-away dbt project that reuses this repo's macros, for tests that need tables the
+main project does not have (every Debezium sample variant, oracle tables...).
+
+It is named `cdc_lakehouse` like the real project so `adapter.dispatch(..., 'cdc_lakehouse')`
+resolves, and links the repo's macros, generic tests, profiles and jars.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from lakehouse import REPO
+
+PROJECT_YML = """
+name: cdc_lakehouse
+version: "0.1.0"
+config-version: 2
+profile: cdc_lakehouse
+model-paths: ["models", "python_models"]
+macro-paths: ["macros"]
+test-paths: ["tests"]
+on-run-end:
+  - "{{ cdc_export(results) }}"
+models:
+  cdc_lakehouse:
+    +file_format: iceberg
+    flatten:
+      +schema: bronze
+      +materialized: incremental
+      +incremental_strategy: append
+      +on_schema_change: append_new_columns
+      +cdc_landing_root: "{{ var('cdc_landing_root', 'landing') }}"
+    staging:
+      +schema: staging
+      +materialized: view
+    silver:
+      +schema: silver
+      +materialized: incremental
+      +incremental_strategy: cdc_merge
+      +post-hook: "{{ cdc_finalize_merge() }}"
+"""
+
+FLATTEN_MODEL = '''from cdc_lakehouse.dbt_flatten import flatten_model
+
+
+def model(dbt, session):
+    return flatten_model(
+        dbt,
+        session,
+        landing=dbt.config.get("cdc_landing"),
+        table=dbt.config.get("cdc_table"),
+        root=dbt.config.get("cdc_landing_root"),
+    )
+'''
+
+
+def make_project(
+    root: Path, tables: Mapping[str, Mapping[str, Any]], delete_mode: str = "hard"
+) -> Path:
+    """Create a project with one flatten, staging and silver model per entry of `tables`
+    (name -> `cdc_table` config, which must hold `key`)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "dbt_project.yml").write_text(PROJECT_YML)
+    for name in ("macros", "profiles", "jars"):
+        (root / name).symlink_to(REPO / name)
+    (root / "tests").symlink_to(REPO / "tests" / "dbt")
+    flatten = root / "python_models" / "flatten"
+    staging = root / "models" / "staging"
+    silver = root / "models" / "silver"
+    for folder in (flatten, staging, silver):
+        folder.mkdir(parents=True)
+    flatten_yml = []
+    for name, config in tables.items():
+        keys = list(config["key"])
+        (flatten / f"flat_{name}.py").write_text(FLATTEN_MODEL)
+        flatten_yml.append({"name": f"flat_{name}", "config": {"cdc_table": dict(config)}})
+        (staging / f"stg_{name}_changes.sql").write_text(
+            f"select {{{{ cdc_staging_columns(ref('flat_{name}'), {keys!r}) }}}}\n"
+            f"from {{{{ ref('flat_{name}') }}}}\nwhere _cdc_reject_reason is null\n"
+        )
+        (silver / f"{name}.sql").write_text(
+            f"{{{{ cdc_current_state(ref('stg_{name}_changes'), unique_key={keys!r}, "
+            f"delete_mode={delete_mode!r}) }}}}\n"
+        )
+    (flatten / "_flatten.yml").write_text(yaml.safe_dump({"version": 2, "models": flatten_yml}))
+    return root

@@ -1,0 +1,159 @@
+"""End to end: `dbt build` on the bundled sample, embedded Spark + Iceberg, compared with the
+expected final state of every source table.
+
+Two private lakehouses are built (dbt runs are the expensive part, so each fixture is shared):
+- `full`: the whole sample at once, then a no-op rebuild, then a replayed landing file;
+- `stepwise`: the sample landed in two steps with malformed lines in the second, then a full
+  refresh of the same landing zone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cdc_lakehouse.sample import northwind
+from lakehouse import (
+    SAMPLE,
+    copy_landing,
+    diff_states,
+    expected_state,
+    lake_state,
+    read_export,
+    run_dbt,
+)
+
+TABLES = [t for t in northwind.TABLES]
+PRODUCTS_TOPIC = "northwind.public.products"
+
+
+def build(lakehouse: Path, landing: Path, export: str, *extra: str, unit_tests: bool = False) -> Path:
+    """`dbt build` of the whole project; dbt unit tests (slow, data-independent) run only when
+    asked, data tests always."""
+    export_dir = lakehouse / "exports" / export
+    skip_unit = [] if unit_tests else ["--exclude-resource-type", "unit_test"]
+    run_dbt(
+        ["build", *extra, *skip_unit],
+        lakehouse=lakehouse,
+        variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(export_dir)},
+    )
+    return export_dir
+
+
+def all_rows(export_dir: Path) -> dict[str, list[dict]]:
+    """Every exported table, rows sorted, for whole-lake equality checks."""
+    tables = {}
+    for folder in sorted(p for p in export_dir.iterdir() if p.is_dir()):
+        rows = read_export(export_dir, folder.name)
+        tables[folder.name] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+    return tables
+
+
+def without(tables: dict[str, list[dict]], *columns: str) -> dict[str, list[dict]]:
+    return {
+        name: sorted(
+            ({k: v for k, v in row.items() if k not in columns} for row in rows),
+            key=lambda r: json.dumps(r, sort_keys=True),
+        )
+        for name, rows in tables.items()
+    }
+
+
+def assert_matches_expected(export_dir: Path) -> None:
+    problems = []
+    for table in TABLES:
+        diff = diff_states(expected_state(table), lake_state(export_dir, table))
+        problems += [f"{table.name}: {line}" for line in diff[:20]]
+    assert not problems, "silver differs from the expected source state:\n" + "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    lakehouse = tmp_path_factory.mktemp("full")
+    landing = copy_landing(lakehouse / "landing")
+    first = build(lakehouse, landing, "first", unit_tests=True)
+    again = build(lakehouse, landing, "again")
+    # A replay: the sink delivered one file twice, under a new start offset.
+    files = sorted((landing / "topics" / PRODUCTS_TOPIC).rglob("*.json"))
+    replayed = files[-1].with_name(f"{PRODUCTS_TOPIC}+0+0000090000.json")
+    shutil.copyfile(files[-1], replayed)
+    replay = build(lakehouse, landing, "replay")
+    return {"first": first, "again": again, "replay": replay}
+
+
+def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
+    assert_matches_expected(full["first"])
+
+
+def test_gold_is_built(full: dict[str, Path]) -> None:
+    orders = read_export(full["first"], "gold.fct_orders")
+    assert len(orders) == len(expected_state(northwind.ORDERS))
+    revenue = read_export(full["first"], "gold.rpt_daily_revenue")
+    assert revenue and all(row["total_revenue"] is not None for row in revenue)
+
+
+def test_rebuild_without_new_data_changes_nothing(full: dict[str, Path]) -> None:
+    assert all_rows(full["again"]) == all_rows(full["first"])
+
+
+def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
+    assert all_rows(full["replay"]) == all_rows(full["again"])
+
+
+MALFORMED = [
+    ('{"before": null, "after": {"product_id": 1', "invalid JSON"),
+    ("{{EVENT_WITH_OP_X}}", "unknown op"),
+    ("{{EVENT_WITHOUT_KEY}}", "missing key column product_id"),
+]
+
+
+def malformed_lines(good_event: str) -> list[str]:
+    event = json.loads(good_event)
+    unknown_op = {**event, "op": "x"}
+    no_key = {**event, "after": {**event["after"], "product_id": None}}
+    return [MALFORMED[0][0], json.dumps(unknown_op), json.dumps(no_key), good_event]
+
+
+@pytest.fixture(scope="module")
+def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    lakehouse = tmp_path_factory.mktemp("stepwise")
+    landing = lakehouse / "landing"
+    files = sorted((SAMPLE / "landing").rglob("*.json"))
+    first_half = [f for f in files if f.name.endswith(("0000000000.json",))]
+    copy_landing(landing, first_half)
+    step1 = build(lakehouse, landing, "step1")
+    copy_landing(landing)
+    last_products = sorted((landing / "topics" / PRODUCTS_TOPIC).rglob("*.json"))[-1]
+    good_event = last_products.read_text().splitlines()[-1]
+    bad_file = last_products.with_name(f"{PRODUCTS_TOPIC}+0+0000095000.json")
+    bad_file.write_text("\n".join(malformed_lines(good_event)) + "\n")
+    step2 = build(lakehouse, landing, "step2")
+    refreshed = build(lakehouse, landing, "refresh", "--full-refresh")
+    return {"step1": step1, "step2": step2, "refresh": refreshed, "bad_file": bad_file}
+
+
+def test_two_incremental_steps_reach_expected_state(stepwise: dict[str, Path]) -> None:
+    assert_matches_expected(stepwise["step2"])
+
+
+def test_incremental_runs_equal_full_refresh(stepwise: dict[str, Path]) -> None:
+    incremental = without(all_rows(stepwise["step2"]), "_cdc_loaded_at")
+    refreshed = without(all_rows(stepwise["refresh"]), "_cdc_loaded_at")
+    assert incremental.keys() == refreshed.keys()
+    for name in incremental:
+        assert incremental[name] == refreshed[name], f"{name} differs after --full-refresh"
+
+
+def test_malformed_lines_land_in_rejects(stepwise: dict[str, Path]) -> None:
+    rejects = read_export(stepwise["step2"], "staging.cdc_rejects")
+    bad = stepwise["bad_file"].name
+    found = sorted(
+        (r["_cdc_line"], r["_cdc_reject_reason"]) for r in rejects if r["_cdc_file"].endswith(bad)
+    )
+    assert [line for line, _ in found] == [1, 2, 3]
+    for (_, reason), (_, expected) in zip(found, MALFORMED, strict=True):
+        assert reason.startswith(expected), f"{reason!r} should start with {expected!r}"
+    assert all(r["flatten_model"] == "flat_northwind__products" for r in rejects)
