@@ -7,8 +7,9 @@ runs), and returns the decoded change rows, rejects included.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -41,5 +42,5 @@ def flatten_model(
     if dbt.is_incremental:
         done = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
-    loaded_at = datetime.now(timezone.utc)
+    loaded_at = datetime.now(UTC)
     return decode_changes(read_landing_lines(session, files), spec, loaded_at=loaded_at)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -126,8 +126,8 @@ def connect_encoding(field: dict) -> tuple[Encoding, str]:
     if name == "org.apache.kafka.connect.data.Decimal":
         params = field.get("parameters") or {}
         scale = int(params.get("scale", 0))
-        precision = int(params.get("connect.decimal.precision", 38))
-        return Encoding("decimal_base64", scale=scale), f"decimal({precision},{scale})"
+        precision = min(38, max(int(params.get("connect.decimal.precision", 38)), scale, 1))
+        return Encoding("decimal_base64", scale=scale), f"decimal({precision},{min(scale, 38)})"
     if name in _LOGICAL_TYPES:
         return _LOGICAL_TYPES[name]
     if kind == "array":
@@ -166,6 +166,12 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
 def _decimal_scale(spark_decimal: str) -> int:
     match = re.fullmatch(r"decimal\((\d+),(\d+)\)", spark_decimal)
     return int(match.group(2)) if match else 18
+
+
+def _decimal_precision(spark_type_name: str) -> int:
+    """Precision of a Spark decimal type, 99 for anything else."""
+    match = re.fullmatch(r"decimal\((\d+),(\d+)\)", spark_type_name)
+    return int(match.group(1)) if match else 99
 
 
 def widen(a: str, b: str) -> str:
@@ -207,16 +213,12 @@ def _has_schema(value: Column) -> Column:
 def collect_schema_texts(lines: DataFrame) -> list[str]:
     """Distinct embedded schemas in `lines`, as `{"schema":{...}` texts.
 
-    One cheap aggregate (a hash per line, one text kept per hash; schemas are few). Pass the
-    result to `decode_changes(schema_texts=...)` to reuse it, or let decode call this."""
+    One pass over the text: schemas are few, so a set of them is small, and a set aggregate
+    needs no sort. On read_landing_lines output Spark also drops the line-numbering join. Pass
+    the result to `decode_changes(schema_texts=...)` to reuse it, or let decode call this."""
     text = _schema_text(F.col("value"))
-    rows = (
-        lines.where(_has_schema(F.col("value")))
-        .groupBy(F.xxhash64(text).alias("id"))
-        .agg(F.first(text).alias("text"))
-        .collect()
-    )
-    return sorted(row.text for row in rows)
+    found = lines.where(_has_schema(F.col("value"))).agg(F.collect_set(text)).first()
+    return sorted(found[0]) if found and found[0] else []
 
 
 def _row_fields(schema: dict, shape: str) -> list[dict]:
@@ -231,7 +233,7 @@ def _row_fields(schema: dict, shape: str) -> list[dict]:
     return [f for f in fields if not str(f.get("field", "")).startswith("__")]
 
 
-def parse_schemas(spark, texts: Iterable[str], shape: str) -> list[EmbeddedSchema]:
+def parse_schemas(spark: SparkSession, texts: Iterable[str], shape: str) -> list[EmbeddedSchema]:
     """Parse schema texts and compute the id each one's lines hash to (one tiny local query)."""
     texts = sorted(set(texts))
     if not texts:
@@ -283,8 +285,8 @@ def _from_micros(micros: str, out: str, let: Let) -> str:
         seconds = f"try_cast({micros} AS decimal(18,0)) * 0.000001BD"
         return f"{_NTZ_EPOCH} + make_dt_interval(0, 0, 0, {seconds})"
     if out == "date":
-        m = let(micros, "us")
-        return f"date_from_unix_date(try_cast(({m} - pmod({m}, 86400000000L)) div 86400000000L AS int))"
+        days = _floor_div(micros, 86400000000, let)
+        return f"date_from_unix_date(try_cast({days} AS int))"
     if out in ("bigint", "decimal(38,0)"):
         return _try_cast(micros, out)
     return _try_cast(_from_micros(micros, "timestamp_ntz", let), out)
@@ -304,7 +306,8 @@ def _time_text(micros: str, let: Let) -> str:
         f"lpad(cast(pmod({m} div 1000000L, 60) AS string), 2, '0')",
     ]
     fraction = f"lpad(cast(pmod({m}, 1000000L) AS string), 6, '0')"
-    return f"if({m} IS NULL, NULL, concat({parts[0]}, ':', {parts[1]}, ':', {parts[2]}, '.', {fraction}))"
+    text = f"concat({parts[0]}, ':', {parts[1]}, ':', {parts[2]}, '.', {fraction})"
+    return f"if({m} IS NULL, NULL, {text})"
 
 
 def _iso_time_text(raw: str, let: Let) -> str:
@@ -336,6 +339,18 @@ def _decimal_text(b64: str, scale: str, let: Let) -> str:
     return f"concat(if({neg}, '-', ''), {integral}, '.', {fraction})"
 
 
+def _decimal_from_long(b64: str, scale: int, let: Let) -> str:
+    """Fast path when the unscaled value fits 64 bits (precision <= 18): `conv` to base -10
+    reads 16 hex digits as a signed long once they are sign-extended; multiplying by an exact
+    10^-scale literal keeps every digit."""
+    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
+    extended = f"if(length({h}) <= 16, lpad({h}, 16, if({h} >= '8', 'F', '0')), NULL)"
+    unscaled = f"try_cast(conv({extended}, 16, -10) AS decimal(18,0))"
+    if scale == 0:
+        return unscaled
+    return f"{unscaled} * 0.{'0' * (scale - 1)}1BD"
+
+
 def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> str:
     """SQL turning the raw JSON text `raw` written with `enc` into a value of type `out`;
     NULL (never an error, even with ANSI mode on) when it cannot be decoded."""
@@ -348,10 +363,13 @@ def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> s
         binary = f"try_to_binary({raw}, 'base64')"
         return binary if out == "binary" else _try_cast(binary, out)
     if kind == "decimal_base64":
+        if _decimal_precision(out) <= 18 and enc.scale is not None and enc.scale <= 18:
+            return _try_cast(_decimal_from_long(raw, enc.scale, let), out)
         return _try_cast(_decimal_text(raw, str(enc.scale), let), out)
     if kind == "variable_decimal":
         parts = let(f"from_json({raw}, 'scale int, value string')", "vsd")
-        return _try_cast(_decimal_text(f"{parts}.value", f"{parts}.scale", let), out)
+        text = _decimal_text(f"{parts}.value", f"{parts}.scale", let)
+        return _try_cast(f"if({parts}.scale < 0, NULL, {text})", out)  # PG 15 negative scale
     if kind == "epoch_days":
         return _cast_from(f"date_from_unix_date(try_cast({raw} AS int))", "date", out, let)
     if kind in ("epoch_millis", "epoch_micros", "epoch_nanos"):
@@ -363,11 +381,18 @@ def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> s
         }[kind]
         return _from_micros(micros, out, let)
     if kind == "zoned":
-        instant = f"try_cast({raw} AS timestamp)"  # carries its offset: zone-independent
-        return _cast_from(instant, "timestamp", out, let)
-    if kind == "iso_local":
+        # any other offset takes the general cast (an ISO string with an offset is unambiguous)
+        general = f"try_cast({raw} AS timestamp)"
         if out == "timestamp_ntz":
-            return f"try_cast({raw} AS timestamp_ntz)"  # the trailing Z is ignored: wall clock
+            other = _cast_from(general, "timestamp", out, let)
+            return f"if(endswith({raw}, 'Z'), {_utc_wall_clock(raw)}, {other})"
+        utc = f"timestampdiff(MICROSECOND, {_NTZ_EPOCH}, {_utc_wall_clock(raw)})"
+        instant = f"if(endswith({raw}, 'Z'), timestamp_micros({utc}), {general})"
+        return _cast_from(instant, "timestamp", out, let)
+    if kind == "iso_local":  # a wall clock with a literal Z
+        if out == "timestamp_ntz":
+            other = f"try_cast({raw} AS timestamp_ntz)"
+            return f"if(endswith({raw}, 'Z'), {_utc_wall_clock(raw)}, {other})"
         return _cast_from(f"try_cast({raw} AS timestamp)", "timestamp", out, let)
     if kind == "iso_date":
         date = f"try_cast(trim(TRAILING 'Z' FROM {raw}) AS date)"
@@ -390,6 +415,12 @@ def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> s
         item = decode_sql(enc.item, x, item_out, _inline, depth + 1)
         return f"transform(from_json({raw}, 'array<string>'), {x} -> {item})"
     return raw if out == "string" else _try_cast(raw, out)
+
+
+def _utc_wall_clock(raw: str) -> str:
+    """`...Z` read as a timestamp_ntz: Spark parses a zone with a regex per row, and Debezium's
+    UTC strings do not need it (this halves the cost of a timestamptz column)."""
+    return f"try_cast(substr({raw}, 1, length({raw}) - 1) AS timestamp_ntz)"
 
 
 def _cast_from(sql: str, src: str, out: str, let: Let) -> str:
@@ -416,11 +447,11 @@ def unavailable_sql(raw: str, placeholder: str, is_array: bool) -> str:
     the string, base64 of its bytes (bytea, precise decimals), a text array holding it, or the
     int/bigint array of its bytes (older Debezium)."""
     data = placeholder.encode()
-    forms = [placeholder, base64.b64encode(data).decode(), "[" + ",".join(map(str, data)) + "]"]
-    test = f"{raw} IN ({', '.join(map(_lit, forms))})"
     if is_array:
-        test += f" OR ({raw} LIKE '[%' AND contains({raw}, {_lit(json.dumps(placeholder))}))"
-    return f"coalesce({test}, false)"
+        as_ints = "[" + ",".join(map(str, data)) + "]"
+        quoted = _lit(json.dumps(placeholder))
+        return f"({raw} = {_lit(as_ints)} OR ({raw} LIKE '[%' AND contains({raw}, {quoted})))"
+    return f"{raw} IN ({_lit(placeholder)}, {_lit(base64.b64encode(data).decode())})"
 
 
 class _Plan:
@@ -429,6 +460,13 @@ class _Plan:
     CollapseProject never inlines a non-trivial expression into a projection that uses it more
     than once, so naming a shared sub-expression here is how it gets computed once per row
     (Spark's own subexpression elimination skips CASE/IF branches, where most of ours live).
+
+    Whole-stage codegen fuses all these projections into one Java method, and HotSpot does not
+    JIT-compile a method over 8000 bytes of bytecode: past that, decoding ran twice as slow.
+    So per-column work is generated only where it can matter (placeholder checks on TOASTable
+    columns, decode-failure checks on decoders that can fail). Very wide tables still go past
+    it; there `spark.sql.codegen.hugeMethodLimit=8000` lets Spark fall back to per-operator
+    code, which it does split into small methods.
     """
 
     _REF = re.compile(r"`(__cdc_\w+)`")
@@ -455,12 +493,33 @@ class _Plan:
 # Columns: which ones, their output types and per-line-schema decoders
 
 
+# Only variable-length PostgreSQL values are TOASTed: checking just the columns that can carry
+# the placeholder keeps the generated code small (see _Plan).
+_TOASTABLE_KINDS = {"text", "plain", "base64", "decimal_base64", "variable_decimal", "array"}
+
+
 @dataclass(frozen=True)
 class _Column:
     name: str
     out: str  # Spark SQL output type
     declared: Encoding | None  # for lines without an embedded schema
     by_schema: dict[int, Encoding]  # embedded schema id -> encoding, where the column exists
+
+    @property
+    def encodings(self) -> set[Encoding]:
+        return {*self.by_schema.values(), *([self.declared] if self.declared else [])}
+
+    @property
+    def toastable(self) -> bool:
+        variable_length = self.out in ("string", "binary") or self.out.startswith(
+            ("decimal", "array<")
+        )
+        return variable_length and all(e.kind in _TOASTABLE_KINDS for e in self.encodings)
+
+    @property
+    def can_fail(self) -> bool:
+        """False when decoding is the identity (a string kept as is)."""
+        return self.out != "string" or any(e.kind != "text" for e in self.encodings)
 
 
 def _columns(spec: TableSpec, schemas: Sequence[EmbeddedSchema]) -> list[_Column]:
@@ -511,10 +570,13 @@ def _column_sql(col: _Column, raw: str, schema_id: str, let: Let) -> str:
 
 
 def _payload_type(spec: TableSpec, names: list[str]) -> T.StructType:
-    """from_json schema: every payload column a string, so Spark keeps the raw JSON text."""
+    """from_json schema: every payload column a string, so Spark keeps the raw JSON text.
+
+    Debezium's own int64 metadata is read as bigint: Spark turns a number into a string by
+    running a JSON generator per value, which is most of the parse cost of a short field."""
     row = [T.StructField(n, T.StringType()) for n in names]
     if spec.shape == "envelope":
-        source = T.StructType([T.StructField(n, T.StringType()) for n in ("ts_ms", "txId", "lsn")])
+        source = T.StructType([T.StructField(n, T.LongType()) for n in ("ts_ms", "txId", "lsn")])
         fields = [
             T.StructField("before", T.StructType(row)),
             T.StructField("after", T.StructType(row)),
@@ -522,7 +584,11 @@ def _payload_type(spec: TableSpec, names: list[str]) -> T.StructType:
             T.StructField("source", source),
         ]
     elif spec.shape == "flattened":
-        extra = [T.StructField(n, T.StringType()) for n in FLATTENED_FIELDS if n not in names]
+        extra = [
+            T.StructField(n, T.StringType() if n in ("__op", "__deleted") else T.LongType())
+            for n in FLATTENED_FIELDS
+            if n not in names
+        ]
         fields = row + extra
     else:
         fields = row
@@ -560,13 +626,16 @@ def _parse(lines: DataFrame, payload: T.StructType) -> DataFrame:
 
 def _op_and_image(spec: TableSpec) -> tuple[str, str]:
     """SQL for the operation and for the struct that holds the row's values."""
+    p = "`__cdc_p`"
     if spec.shape == "envelope":
         # deletes carry the row in `before` (only the key with REPLICA IDENTITY DEFAULT)
-        return "`__cdc_p`.op", "if(`__cdc_p`.op = 'd', `__cdc_p`.before, `__cdc_p`.after)"
+        return f"{p}.op", f"if({p}.op = 'd', {p}.before, {p}.after)"
     if spec.shape == "flattened":
-        op = "if(`__cdc_p`.__deleted = 'true', 'd', coalesce(`__cdc_p`.__op, 'u'))"
-        return op, "`__cdc_p`"
-    return "'u'", "`__cdc_p`"
+        # rewrite mode marks deletes with __deleted; without __op a row is an upsert
+        op = f"if({p}.__deleted = 'true', 'd', coalesce({p}.__op, 'u'))"
+    else:
+        op = "'u'"  # query-based rows are the latest state: upserts
+    return f"if(`__cdc_bad`, NULL, {op})", p
 
 
 def _change_metadata(
@@ -586,10 +655,51 @@ def _change_metadata(
         if len(spec.order_by) > 1:
             tie = f"coalesce(try_cast({decoded[spec.order_by[1]]} AS decimal(38,0)), 0BD)"
         # timestamp first, the incrementing column (< 10^19) breaks ties
-        seq = f"try_add(try_multiply(try_cast({micros} AS decimal(38,0)), 10000000000000000000BD), {tie})"
-        return f"try_cast({seq} AS decimal(38,0))", f"timestamp_micros({micros})", "CAST(NULL AS bigint)"
+        scaled = f"try_multiply(try_cast({micros} AS decimal(38,0)), 10000000000000000000BD)"
+        seq = f"try_add({scaled}, {tie})"
+        return (
+            f"try_cast({seq} AS decimal(38,0))",
+            f"timestamp_micros({micros})",
+            "CAST(NULL AS bigint)",
+        )
     source_ts = f"timestamp_micros(try_multiply(try_cast({ts_ms} AS bigint), 1000L))"
     return f"try_cast({seq} AS decimal(38,0))", source_ts, f"try_cast({tx} AS bigint)"
+
+
+def _reason_sql(
+    spec: TableSpec,
+    columns: list[_Column],
+    op: str,
+    raw: dict[str, str],
+    decoded: dict[str, str],
+    unavailable: dict[str, str],
+    schemas: Sequence[EmbeddedSchema],
+) -> str:
+    """Why a line is rejected (NULL when it is fine); the first failing check wins."""
+    cases = ["WHEN `__cdc_bad` THEN 'invalid JSON'"]
+    unknown = "`__cdc_sid` IS NOT NULL"
+    if schemas:
+        unknown += f" AND `__cdc_sid` NOT IN ({', '.join(str(s.id) for s in schemas)})"
+    cases.append(f"WHEN {unknown} THEN 'unknown embedded schema'")
+    quote = _lit("'")
+    cases.append(
+        f"WHEN {op} IS NULL OR {op} NOT IN ({', '.join(map(_lit, OPS))}) "
+        f"THEN concat('unknown op ', {quote}, coalesce({op}, ''), {quote})"
+    )
+    for key in spec.key:
+        missing = f"{raw[key]} IS NULL"
+        if key in unavailable:
+            missing += f" OR {unavailable[key]}"
+        cases.append(f"WHEN {op} <> 't' AND ({missing}) THEN {_lit(f'missing key column {key}')}")
+    for c in columns:
+        if not c.can_fail:
+            continue
+        present = f"{raw[c.name]} IS NOT NULL"
+        if c.name in unavailable:
+            present += f" AND NOT {unavailable[c.name]}"
+        failed = f"{present} AND {decoded[c.name]} IS NULL"
+        cases.append(f"WHEN {failed} THEN {_lit(f'cannot decode {c.name} as {c.out}')}")
+    return f"CASE {' '.join(cases)} END"
 
 
 def _loaded_at_sql(loaded_at: datetime | None) -> str:
@@ -642,42 +752,29 @@ def decode_changes(
     op = plan.let(op_sql, "op")
     image = plan.let(image_sql, "img")
     raw = {n: f"{image}.{_quote(n)}" for n in names}
-    decoded = {c.name: plan.let(_column_sql(c, raw[c.name], "`__cdc_sid`", plan.let), "v") for c in columns}
+    decoded = {
+        c.name: plan.let(_column_sql(c, raw[c.name], "`__cdc_sid`", plan.let), "v") for c in columns
+    }
     unavailable = {
         c.name: plan.let(
             unavailable_sql(raw[c.name], spec.toast_placeholder, c.out.startswith("array<")),
             "ua",
         )
         for c in columns
+        if c.toastable
     }
     seq, source_ts, tx_id = _change_metadata(spec, decoded, by_name)
+    reason = plan.let(_reason_sql(spec, columns, op, raw, decoded, unavailable, schemas), "why")
+    flagged = [f"if({ua}, {_lit(n)}, NULL)" for n, ua in unavailable.items()]
+    unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')" if flagged else "NULL"
 
-    reasons = ["WHEN `__cdc_bad` THEN 'invalid JSON'"]
-    known = [str(s.id) for s in schemas]
-    unknown = "`__cdc_sid` IS NOT NULL" + (f" AND `__cdc_sid` NOT IN ({', '.join(known)})" if known else "")
-    reasons.append(f"WHEN {unknown} THEN 'unknown embedded schema'")
-    reasons.append(
-        f"WHEN coalesce({op} NOT IN ({', '.join(map(_lit, OPS))}), true) "
-        f"THEN concat('unknown op ''', coalesce({op}, ''), '''')"
-    )
-    for key in spec.key:
-        reasons.append(
-            f"WHEN {op} <> 't' AND ({raw[key]} IS NULL OR {unavailable[key]}) "
-            f"THEN {_lit(f'missing key column {key}')}"
-        )
-    for c in columns:
-        reasons.append(
-            f"WHEN {raw[c.name]} IS NOT NULL AND NOT {unavailable[c.name]} "
-            f"AND {decoded[c.name]} IS NULL THEN {_lit(f'cannot decode {c.name} as {c.out}')}"
-        )
-    reason = plan.let(f"CASE {' '.join(reasons)} END", "why")
-
-    flagged = [f"if({unavailable[n]}, {_lit(n)}, NULL)" for n in names]
-    unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')" if names else "NULL"
-
-    parsed = _parse(_with_line_columns(lines), _payload_type(spec, names))
-    staged = plan.apply(parsed)
-    output = [F.expr(f"if({unavailable[n]}, NULL, {decoded[n]})").alias(n) for n in names]
+    staged = plan.apply(_parse(_with_line_columns(lines), _payload_type(spec, names)))
+    output = [
+        F.expr(
+            f"if({unavailable[n]}, NULL, {decoded[n]})" if n in unavailable else decoded[n]
+        ).alias(n)
+        for n in names
+    ]
     output += [
         F.expr(op).alias("_cdc_op"),
         F.expr(seq).alias("_cdc_seq"),

@@ -166,7 +166,10 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
     )
     blocks = _block_table(scanned, _file_table(spark, files))
     line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
-    return scanned.join(F.broadcast(blocks), ["file_path", "block_start"]).select(
+    # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
+    # (and the second scan) from queries that only need `value`, such as the schema probe.
+    lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left")
+    return lines.select(
         # A file the key does not match keeps its URI rather than losing its lines.
         F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
         line.cast("int").alias("_cdc_line"),

@@ -6,8 +6,9 @@ dbt_project.yml, `cdc_table` set per model in yml) and drives the decoding of la
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 SHAPES = ("envelope", "flattened", "jdbc")
 DECIMAL_MODES = ("precise", "string", "double")
@@ -88,11 +89,11 @@ class TableSpec:
             raise ValueError(f"{self.topic}: key columns are required")
         if self.shape == "jdbc" and not self.order_by:
             raise ValueError(f"{self.topic}: jdbc shape needs order_by (timestamp[, incrementing])")
-        for name, declared in self.columns.items():
+        for declared in self.columns.values():
             spark_type(declared)  # validates
 
     @classmethod
-    def from_config(cls, landing: Mapping[str, Any] | None, table: Mapping[str, Any]) -> "TableSpec":
+    def from_config(cls, landing: Mapping[str, Any] | None, table: Mapping[str, Any]) -> TableSpec:
         """Merge folder-level landing settings with the per-table entry (table wins)."""
         merged: dict[str, Any] = {**(landing or {}), **table}
         topic = merged.get("topic")

@@ -99,3 +99,17 @@
     {%- endfor -%}
     {{ return(quoted | join(', ')) }}
 {% endmacro %}
+
+
+{#- Predicate true when any source string column of `relation` equals `placeholder`. -#}
+{% macro cdc_placeholder_predicate(relation, placeholder) %}
+    {%- set checks = [] -%}
+    {%- if execute -%}
+        {%- for column in adapter.get_columns_in_relation(relation) -%}
+            {%- if column.data_type == 'string' and not column.name.startswith('_cdc_') -%}
+                {%- do checks.append(adapter.quote(column.name) ~ " = '" ~ placeholder ~ "'") -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return(checks | join(' or ') if checks else 'false') }}
+{% endmacro %}

@@ -7,11 +7,11 @@ resolves, and links the repo's macros, generic tests, profiles and jars.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
-
 from lakehouse import REPO
 
 PROJECT_YML = """
@@ -43,7 +43,7 @@ models:
       +post-hook: "{{ cdc_finalize_merge() }}"
 """
 
-FLATTEN_MODEL = '''from cdc_lakehouse.dbt_flatten import flatten_model
+FLATTEN_MODEL = """from cdc_lakehouse.dbt_flatten import flatten_model
 
 
 def model(dbt, session):
@@ -54,7 +54,7 @@ def model(dbt, session):
         table=dbt.config.get("cdc_table"),
         root=dbt.config.get("cdc_landing_root"),
     )
-'''
+"""
 
 
 def make_project(

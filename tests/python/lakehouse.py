@@ -11,8 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from cdc_lakehouse.sample import northwind
 
@@ -107,5 +108,7 @@ def diff_states(expected: Mapping[tuple, dict], actual: Mapping[tuple, dict]) ->
     for key in sorted(set(expected) & set(actual), key=str):
         for column, value in expected[key].items():
             if actual[key].get(column) != value:
-                problems.append(f"{key}.{column}: expected {value!r}, lake has {actual[key].get(column)!r}")
+                problems.append(
+                    f"{key}.{column}: expected {value!r}, lake has {actual[key].get(column)!r}"
+                )
     return problems

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from dbt_scratch_project import make_project
 from lakehouse import REPO, read_export, run_dbt
 
@@ -43,17 +42,31 @@ VARIANTS = {
     "default": {"shape": "envelope"},
     "nosch": {"shape": "envelope"},
     "noisy": {"shape": "envelope"},
-    "strprec": {"shape": "envelope", "decimal_handling_mode": "string", "time_precision_mode": "connect"},
-    "dbliso": {"shape": "envelope", "decimal_handling_mode": "double", "time_precision_mode": "isostring"},
+    "strprec": {
+        "shape": "envelope",
+        "decimal_handling_mode": "string",
+        "time_precision_mode": "connect",
+    },
+    "dbliso": {
+        "shape": "envelope",
+        "decimal_handling_mode": "double",
+        "time_precision_mode": "isostring",
+    },
     "unwrap_rw": {"shape": "flattened"},
-    "unwrap_rwt": {"shape": "flattened", "decimal_handling_mode": "string", "time_precision_mode": "isostring"},
+    "unwrap_rwt": {
+        "shape": "flattened",
+        "decimal_handling_mode": "string",
+        "time_precision_mode": "isostring",
+    },
 }
 KEEPS_ROW_1 = {"noisy", "unwrap_rw", "unwrap_rwt"}  # no truncate event in these files
 
 
 def records(variant: str) -> list[dict]:
     path = SAMPLES / f"{variant}.jsonl"
-    assert path.exists(), f"Debezium samples not found at {SAMPLES} (shared/ must sit beside the repo)"
+    assert path.exists(), (
+        f"Debezium samples not found at {SAMPLES} (shared/ must sit beside the repo)"
+    )
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
@@ -128,7 +141,8 @@ def lake_rows(export_dir: Path, variant: str) -> dict[int, dict]:
 def exports(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     base = tmp_path_factory.mktemp("samples")
     project = make_project(
-        base / "project", {name: {**T_TYPES, **cfg, "topic": f"{name}.t_types"} for name, cfg in VARIANTS.items()}
+        base / "project",
+        {name: {**T_TYPES, **cfg, "topic": f"{name}.t_types"} for name, cfg in VARIANTS.items()},
     )
     landing = base / "landing"
     results = []

@@ -14,8 +14,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from cdc_lakehouse.sample import northwind
 from lakehouse import (
     SAMPLE,
     copy_landing,
@@ -26,11 +24,15 @@ from lakehouse import (
     run_dbt,
 )
 
+from cdc_lakehouse.sample import northwind
+
 TABLES = [t for t in northwind.TABLES]
 PRODUCTS_TOPIC = "northwind.public.products"
 
 
-def build(lakehouse: Path, landing: Path, export: str, *extra: str, unit_tests: bool = False) -> Path:
+def build(
+    lakehouse: Path, landing: Path, export: str, *extra: str, unit_tests: bool = False
+) -> Path:
     """`dbt build` of the whole project; dbt unit tests (slow, data-independent) run only when
     asked, data tests always."""
     export_dir = lakehouse / "exports" / export

@@ -1,7 +1,8 @@
 """The adapter: dbt-spark's SparkAdapter with a `session` Python submission method and Iceberg
 detection that works behind Iceberg's SparkSessionCatalog."""
 
-from typing import Any, Dict, List, Type
+import builtins
+from typing import Any
 
 from dbt.adapters.base import BaseRelation, PythonJobHelper
 from dbt.adapters.contracts.connection import AdapterResponse
@@ -25,7 +26,9 @@ class SparkSessionAdapter(SparkAdapter):
     def type(cls) -> str:
         return "sparksession"
 
-    def _build_spark_relation_list(self, row_list: Any, relation_info_func: Any) -> List[BaseRelation]:
+    def _build_spark_relation_list(
+        self, row_list: Any, relation_info_func: Any
+    ) -> list[BaseRelation]:
         relations = super()._build_spark_relation_list(row_list, relation_info_func)
         return [
             rel.incorporate(is_iceberg=True)
@@ -39,7 +42,7 @@ class SparkSessionAdapter(SparkAdapter):
         return "session"
 
     @property
-    def python_submission_helpers(self) -> Dict[str, Type[PythonJobHelper]]:
+    def python_submission_helpers(self) -> dict[str, builtins.type[PythonJobHelper]]:
         return {"session": SessionPythonJobHelper}
 
     def generate_python_submission_response(self, submission_result: Any) -> AdapterResponse:

@@ -1,6 +1,6 @@
 """Run a compiled Python model in this process, on the SparkSession dbt-spark already opened."""
 
-from typing import Any, Dict
+from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
 from dbt.adapters.spark import SparkCredentials
@@ -8,7 +8,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 
 class SessionPythonJobHelper(PythonJobHelper):
-    def __init__(self, parsed_model: Dict, credentials: SparkCredentials) -> None:
+    def __init__(self, parsed_model: dict, credentials: SparkCredentials) -> None:
         self.parsed_model = parsed_model
         self.credentials = credentials
 
@@ -19,7 +19,7 @@ class SessionPythonJobHelper(PythonJobHelper):
         # the materialization ran its first SQL statement, so this returns that same session.
         spark = SparkSession.builder.getOrCreate()
         name = self.parsed_model.get("unique_id", "python model")
-        namespace: Dict[str, Any] = {"spark": spark, "__name__": "__dbt_python_model__"}
+        namespace: dict[str, Any] = {"spark": spark, "__name__": "__dbt_python_model__"}
         try:
             exec(compile(compiled_code, name, "exec"), namespace)
         except Exception as exc:  # surface the model's own error, not a dbt internal one

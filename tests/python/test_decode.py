@@ -1,0 +1,841 @@
+"""The flatten core on real Debezium output: landing files -> raw lines -> typed change rows.
+
+The fixtures are the captured samples in `<repo>/../shared/debezium-samples` (see its README),
+laid out the way a Kafka Connect storage sink writes them, plus small hand-built lines for the
+cases the samples do not cover (rejects, wide decimals, JDBC rows, schema changes).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_lakehouse.decode import decode_changes
+from cdc_lakehouse.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.spec import TableSpec
+
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "debezium-samples"
+TOPIC = "dbz.public.t_types"
+PLACEHOLDER = "__debezium_unavailable_value"
+T_TYPES = {
+    "id": "int",
+    "amount": "decimal(12,2)",
+    "d": "date",
+    "ts": "timestamp",
+    "tstz": "timestamptz",
+    "flag": "boolean",
+    "note": "text",
+    "doc": "jsonb",
+    "uid": "uuid",
+    "bin": "bytea",
+    "tags": "text[]",
+    "big": "text",
+}
+METADATA = [
+    "_cdc_op",
+    "_cdc_seq",
+    "_cdc_source_ts",
+    "_cdc_tx_id",
+    "_cdc_unavailable_columns",
+    "_cdc_file",
+    "_cdc_line",
+    "_cdc_offset",
+    "_cdc_loaded_at",
+    "_cdc_reject_reason",
+    "_cdc_raw",
+]
+LOADED_AT = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+# Connector settings of each captured variant (README table; strprec has millisecond
+# timestamps, i.e. time.precision.mode=connect).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "nosch": {},
+    "noisy": {},
+    "strprec": {"decimal_handling_mode": "string", "time_precision_mode": "connect"},
+    "dbliso": {"decimal_handling_mode": "double", "time_precision_mode": "isostring"},
+    "unwrap_rw": {"shape": "flattened"},
+    "unwrap_rwt": {
+        "shape": "flattened",
+        "decimal_handling_mode": "string",
+        "time_precision_mode": "isostring",
+    },
+}
+# (op, id, note, unavailable columns) per t_types event, in commit order.
+SCENARIO = [
+    ("r", 1, "snap", None),
+    ("c", 2, "ins", None),
+    ("u", 2, "upd-default", "big"),
+    ("u", 2, "upd-full", None),
+    ("d", 2, None, None),  # primary-key change: delete of the old key...
+    ("c", 3, "upd-full", "big"),  # ...and insert of the new one, same LSN
+    ("d", 3, None, None),
+    ("t", None, None, None),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+@pytest.fixture(scope="module")
+def samples() -> Path:
+    if not (SAMPLES / "default.jsonl").is_file():
+        pytest.fail(f"Debezium samples not found at {SAMPLES} (expected <repo>/../shared/...)")
+    return SAMPLES
+
+
+def write_landing(
+    root: Path,
+    topic: str,
+    values: Sequence[str | None],
+    *,
+    files: int = 2,
+    start: int = 0,
+    partition: int = 0,
+    ext: str = ".json",
+) -> list[tuple[str, int, int]]:
+    """Write values as a storage sink would, `files` files per topic partition; a None value is
+    written as a `null` line (a tombstone). Returns (relative file, line, offset) per value."""
+    folder = f"topics/{topic}/partition={partition}"
+    (root / folder).mkdir(parents=True, exist_ok=True)
+    per_file = -(-len(values) // files)
+    where = []
+    for first in range(0, len(values), per_file):
+        offset = start + first
+        relative = f"{folder}/{topic}+{partition}+{offset:010d}{ext}"
+        chunk = values[first : first + per_file]
+        lines = "".join(("null" if v is None else v) + "\n" for v in chunk)
+        if ext.endswith(".gz"):
+            (root / relative).write_bytes(gzip.compress(lines.encode()))
+        else:
+            (root / relative).write_text(lines)
+        where += [(relative, i + 1, offset + i) for i in range(len(chunk))]
+    return where
+
+
+def sample_records(samples: Path, variant: str) -> list[dict]:
+    return [json.loads(line) for line in (samples / f"{variant}.jsonl").read_text().splitlines()]
+
+
+def payload(value: str) -> dict:
+    parsed = json.loads(value)
+    return parsed["payload"] if "schema" in parsed and "payload" in parsed else parsed
+
+
+def decode(spark: SparkSession, root: Path, spec: TableSpec, **kwargs: Any) -> DataFrame:
+    files = list_landing_files(spark, str(root), spec.topic)
+    return decode_changes(read_landing_lines(spark, files), spec, loaded_at=LOADED_AT, **kwargs)
+
+
+def collect(df: DataFrame, *extra: str) -> list[Row]:
+    """Rows in landing order, with epoch microseconds of the instant-typed columns so that
+    comparisons do not depend on the Python process's time zone."""
+    micros = [F.unix_micros(c).alias(f"{c}_us") for c in ("_cdc_source_ts", "_cdc_loaded_at")]
+    micros += [F.unix_micros(c).alias(f"{c}_us") for c in extra]
+    return df.select("*", *micros).orderBy("_cdc_file", "_cdc_line").collect()
+
+
+def micros(iso: str) -> int:
+    moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def unscaled_base64(unscaled: int) -> str:
+    """Kafka Connect Decimal encoding: minimal big-endian two's complement, base64."""
+    size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def decimal_base64(value: Decimal, scale: int) -> str:
+    """`value` as the unscaled integer for `scale`, exactly (no Decimal context rounding)."""
+    sign, digits, exponent = value.as_tuple()
+    unscaled = int("".join(map(str, digits))) * 10 ** (int(exponent) + scale)
+    return unscaled_base64(-unscaled if sign else unscaled)
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def envelope(op: str, after: dict | None, lsn: int, before: dict | None = None) -> dict:
+    source = {"ts_ms": 1709212455000 + lsn, "txId": 700 + lsn, "lsn": lsn}
+    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1}
+
+
+def connect_field(name: str, kind: str, logical: str | None = None, **params: str) -> dict:
+    field: dict[str, Any] = {"type": kind, "optional": name != "id", "field": name}
+    if logical:
+        field["name"] = logical
+    if params:
+        field["parameters"] = params
+    return field
+
+
+def wrapped(value: dict, fields: list[dict]) -> str:
+    """A JsonConverter `schemas.enable=true` envelope line for a table with `fields`."""
+    image = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
+    schema = {
+        "type": "struct",
+        "fields": [
+            {**image, "field": "before"},
+            {**image, "field": "after"},
+            {"type": "string", "optional": False, "field": "op"},
+        ],
+        "optional": False,
+        "name": "t.Envelope",
+    }
+    return compact({"schema": schema, "payload": value})
+
+
+@contextmanager
+def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The captured samples, every variant
+
+
+def land_sample(samples: Path, variant: str, root: Path) -> list[tuple[dict, tuple]]:
+    """Each topic of the sample in two landing files; (record, position) for t_types."""
+    by_topic: dict[str, list[dict]] = {}
+    landed = []
+    for record in sample_records(samples, variant):
+        by_topic.setdefault(record["topic"], []).append(record)
+    for topic, records in by_topic.items():
+        where = write_landing(root, topic, [r["value"] for r in records])
+        if topic == TOPIC:
+            landed = [(r, w) for r, w in zip(records, where, strict=True) if r["value"]]
+    return landed
+
+
+def expected_scenario(variant: str) -> list[tuple]:
+    if variant == "noisy" or variant.startswith("unwrap"):
+        return SCENARIO[:-1]  # truncate skipped by the connector, or dropped by the SMT
+    return SCENARIO
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_sample_variant_decodes_exactly(
+    spark: SparkSession, samples: Path, tmp_path: Path, variant: str
+) -> None:
+    landed = land_sample(samples, variant, tmp_path)
+    spec = TableSpec(topic=TOPIC, key=("id",), columns=T_TYPES, **VARIANTS[variant])
+    df = decode(spark, tmp_path, spec)
+    rows = collect(df, "tstz")
+
+    assert df.columns == list(T_TYPES) + METADATA
+    types = dict(df.dtypes)
+    assert [types[c] for c in ("amount", "d", "ts", "tstz", "bin", "tags")] == [
+        "decimal(12,2)",
+        "date",
+        "timestamp_ntz",
+        "timestamp",
+        "binary",
+        "array<string>",
+    ]
+    assert types["_cdc_seq"] == "decimal(38,0)"
+
+    # One row per t_types event (tombstones skipped), in order, nothing rejected.
+    scenario = expected_scenario(variant)
+    assert [(r._cdc_op, r.id, r.note, r._cdc_unavailable_columns) for r in rows] == scenario
+    assert [r._cdc_reject_reason for r in rows] == [None] * len(rows)
+    assert [r._cdc_raw for r in rows] == [None] * len(rows)
+
+    # Traceability: file, exact line (tombstone lines count) and Kafka offset.
+    assert [(r._cdc_file, r._cdc_line, r._cdc_offset) for r in rows] == [w for _, w in landed]
+    assert len({r._cdc_file for r in rows}) == 2
+
+    # Ordering metadata comes from the source, to the digit.
+    flat = variant.startswith("unwrap")
+    for row, (record, _) in zip(rows, landed, strict=True):
+        value = payload(record["value"])
+        lsn = value["__lsn"] if flat else value["source"]["lsn"]
+        commit_ms = value["__source_ts_ms"] if flat else value["source"]["ts_ms"]
+        assert row._cdc_seq == Decimal(lsn)
+        assert row._cdc_source_ts_us == commit_ms * 1000
+        assert row._cdc_tx_id == (None if flat else value["source"]["txId"])
+        assert row._cdc_loaded_at_us == micros("2030-01-02T03:04:05.678901Z")
+    old_key, new_key = rows[4], rows[5]
+    assert (old_key._cdc_op, new_key._cdc_op) == ("d", "c")
+    assert old_key._cdc_seq == new_key._cdc_seq
+    assert old_key._cdc_tx_id == new_key._cdc_tx_id
+    assert [r._cdc_seq for r in rows] == sorted(r._cdc_seq for r in rows)
+
+    snap, ins, upd_default, upd_full, delete = rows[:5]
+    millis_only = VARIANTS[variant].get("time_precision_mode") == "connect"
+    assert snap.amount == Decimal("12345.67")
+    assert snap.d == date(2024, 2, 29)
+    assert snap.ts == datetime(2024, 2, 29, 13, 14, 15, 123000 if millis_only else 123456)
+    assert snap.tstz_us == micros("2024-02-29T11:14:15.123456Z")
+    assert snap.flag is True
+    assert snap.doc == '{"a": 1, "b": [1, 2]}'
+    assert snap.uid == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+    assert bytes(snap.bin) == b"\xde\xad\xbe\xef"
+    assert snap.tags == ["x", "y"]
+    assert len(snap.big) == 3200
+
+    assert ins.amount == Decimal("-0.50")
+    assert (ins.d, ins.ts, ins.tstz_us) == (date(1970, 1, 1), datetime(2000, 1, 1), 946684800000000)
+    assert (ins.flag, ins.doc, bytes(ins.bin), ins.tags) == (False, "[]", b"\x00", [])
+
+    # Unchanged TOAST value: reported, and NULL rather than the placeholder.
+    assert upd_default.big is None
+    assert upd_default.amount == Decimal("-0.50")
+    assert upd_full.big == snap.big
+    assert all(PLACEHOLDER not in (r.big or "") for r in rows)
+
+    # REPLICA IDENTITY DEFAULT: deletes carry the key only.
+    assert delete.id == 2
+    assert [delete[c] for c in ("amount", "d", "ts", "note", "big")] == [None] * 5
+    assert rows[6].id == 3
+    if scenario[-1][0] == "t":
+        assert rows[-1].id is None and rows[-1].amount is None
+
+
+def test_columns_come_from_the_embedded_schema_when_not_declared(
+    spark: SparkSession, samples: Path, tmp_path: Path
+) -> None:
+    land_sample(samples, "default", tmp_path)
+    df = decode(spark, tmp_path, TableSpec(topic=TOPIC, key=("id",)))
+    assert df.dtypes[:12] == [
+        ("id", "int"),
+        ("amount", "decimal(12,2)"),
+        ("d", "date"),
+        ("ts", "timestamp_ntz"),
+        ("tstz", "timestamp"),
+        ("flag", "boolean"),
+        ("note", "string"),
+        ("doc", "string"),
+        ("uid", "string"),
+        ("bin", "binary"),
+        ("tags", "array<string>"),
+        ("big", "string"),
+    ]
+    rows = collect(df, "tstz")
+    assert [r._cdc_op for r in rows] == [op for op, *_ in SCENARIO]
+    assert (rows[0].amount, rows[0].ts) == (
+        Decimal("12345.67"),
+        datetime(2024, 2, 29, 13, 14, 15, 123456),
+    )
+    assert rows[2]._cdc_unavailable_columns == "big"
+
+
+def test_results_do_not_depend_on_the_session_time_zone(
+    spark: SparkSession, samples: Path, tmp_path: Path
+) -> None:
+    land_sample(samples, "nosch", tmp_path)
+    spec = TableSpec(topic=TOPIC, key=("id",), columns=T_TYPES)
+    columns = ["id", "d", "ts", "tstz_us", "_cdc_source_ts_us"]
+    in_utc = [[r[c] for c in columns] for r in collect(decode(spark, tmp_path, spec), "tstz")]
+    with spark_conf(spark, **{"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        rows = collect(decode(spark, tmp_path, spec), "tstz")
+        elsewhere = [[r[c] for c in columns] for r in rows]
+    assert elsewhere == in_utc
+
+
+# ---------------------------------------------------------------------------------------------
+# Landing files
+
+
+def test_list_landing_files_finds_nested_data_files_only(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = "shop.public.orders"
+    base = tmp_path / "land" / "topics" / topic
+    data = {
+        f"year=2024/month=02/day=29/{topic}+0+0000000000.json": "a",
+        f"partition=1/a b+c%d/{topic}+1+0000000005.jsonl": "b",
+        f"partition=0/{topic}+0+0000000010.json.gz": "c",
+        f"partition=0/{topic}+0+0000000020.jsonl.gz": "d",
+    }
+    ignored = [
+        f"partition=0/.{topic}+0+0000000030.json",  # hidden
+        f"partition=0/_{topic}+0+0000000040.json",  # underscore
+        f"partition=0/{topic}+0+0000000050.json.tmp",  # being written
+        "partition=0/upload.tmp",
+        "partition=0/notes.txt",
+        f"_temporary/0/{topic}+0+0000000060.json",
+        f".staging/{topic}+0+0000000070.json",
+    ]
+    for name in [*data, *ignored]:
+        path = base / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = f'{{"v":"{data.get(name, "x")}"}}\n'
+        path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    # a topic whose name extends ours must not leak in
+    other = tmp_path / "land" / "topics" / f"{topic}_archive" / "x+0+0000000000.json"
+    other.parent.mkdir(parents=True)
+    other.write_text('{"v":"other"}\n')
+
+    monkeypatch.chdir(tmp_path)
+    files = list_landing_files(spark, "land", topic)  # relative root: resolved against cwd
+
+    assert [f.relative for f in files] == sorted(f"topics/{topic}/{n}" for n in data)
+    for f in files:
+        assert f.path.startswith("file:")
+        assert f.size == os.path.getsize(tmp_path / "land" / f.relative)
+        assert f.modification_time > 0
+    assert list_landing_files(spark, "land", "no.such.topic") == []
+    assert list_landing_files(spark, str(tmp_path / "nowhere"), topic) == []
+
+    rows = read_landing_lines(spark, files).orderBy("_cdc_file").collect()
+    assert [(r._cdc_file, r._cdc_line, json.loads(r.value)["v"]) for r in rows] == sorted(
+        (f"topics/{topic}/{n}", 1, v) for n, v in data.items()
+    )
+    by_file = {r._cdc_file.rsplit("/", 1)[-1]: r for r in rows}
+    assert (
+        by_file[f"{topic}+1+0000000005.jsonl"]._cdc_partition,
+        by_file[f"{topic}+1+0000000005.jsonl"]._cdc_offset,
+    ) == (1, 5)
+
+
+def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    topic = "t.lines"
+    pad = "x" * 90
+    values = [compact({"n": i, "pad": pad}) for i in range(600)]
+    write_landing(tmp_path, topic, values[:400], files=2, start=1000)  # two plain files
+    write_landing(
+        tmp_path, topic, values[400:500], files=1, start=5000, partition=3, ext=".json.gz"
+    )
+    odd = tmp_path / "topics" / topic / "manual" / "replayed-batch.jsonl"
+    odd.parent.mkdir(parents=True)
+    odd.write_text("".join(v + "\n" for v in values[500:]))
+    files = list_landing_files(spark, str(tmp_path), topic)
+    assert len(files) == 4
+
+    # Small splits: each plain file spans several blocks, read by different tasks.
+    with spark_conf(
+        spark,
+        **{"spark.sql.files.maxPartitionBytes": "4096", "spark.sql.files.openCostInBytes": "0"},
+    ):
+        partitions = spark.read.text([f.path for f in files]).rdd.getNumPartitions()
+        rows = read_landing_lines(spark, files).collect()
+    assert partitions >= 10
+
+    assert len(rows) == 600
+    for row in rows:
+        n = json.loads(row.value)["n"]
+        name = row._cdc_file.rsplit("/", 1)[-1]
+        if name == "replayed-batch.jsonl":
+            assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n - 499, None, None)
+        elif n < 200:
+            assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n + 1, 1000 + n, 0)
+        elif n < 400:
+            assert (row._cdc_line, row._cdc_offset) == (n - 199, 1000 + n)
+        else:
+            assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n - 399, 4600 + n, 3)
+
+
+def test_empty_inputs_keep_the_schema(spark: SparkSession) -> None:
+    lines = read_landing_lines(spark, [])
+    assert lines.dtypes == [
+        ("_cdc_file", "string"),
+        ("_cdc_line", "int"),
+        ("_cdc_offset", "bigint"),
+        ("_cdc_partition", "int"),
+        ("value", "string"),
+    ]
+    assert lines.count() == 0
+    decoded = decode_changes(lines, TableSpec(topic=TOPIC, key=("id",), columns=T_TYPES))
+    assert decoded.columns == list(T_TYPES) + METADATA
+    assert decoded.count() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Rejects
+
+
+def test_rejects_keep_reason_file_line_and_raw_while_good_rows_flow(
+    spark: SparkSession, samples: Path, tmp_path: Path
+) -> None:
+    values = [r["value"] for r in sample_records(samples, "nosch") if r["topic"] == TOPIC]
+    insert, update = json.loads(values[1]), json.loads(values[3])
+    unknown_op = {**insert, "op": "x"}
+    no_key = {**insert, "after": {**insert["after"], "id": None}}
+    bad_amount = {**insert, "after": {**insert["after"], "amount": "***"}}
+    bad_date = {**insert, "after": {**insert["after"], "d": "soon"}}
+    lines = [
+        compact(insert),
+        '{"before": null, "after": {"id": 5,',
+        "",
+        compact(unknown_op),
+        "   ",
+        compact(no_key),
+        "null",
+        compact(bad_amount),
+        '{"schema":{"type":"struct","optional":false},"payload":null}',
+        compact(bad_date),
+        compact(update),
+    ]
+    topic = TOPIC
+    where = write_landing(tmp_path, topic, lines, files=1)
+    rows = collect(decode(spark, tmp_path, TableSpec(topic=topic, key=("id",), columns=T_TYPES)))
+
+    expected = {
+        1: None,
+        2: "invalid JSON",
+        4: "unknown op 'x'",
+        6: "missing key column id",
+        8: "cannot decode amount as decimal(12,2)",
+        10: "cannot decode d as date",
+        11: None,
+    }
+    assert {r._cdc_line: r._cdc_reject_reason for r in rows} == expected
+    relative = where[0][0]
+    for row in rows:
+        assert row._cdc_file == relative
+        assert row._cdc_raw == (lines[row._cdc_line - 1] if row._cdc_reject_reason else None)
+    good = {r._cdc_line: r for r in rows if r._cdc_reject_reason is None}
+    assert (good[1]._cdc_op, good[1].id, good[1].amount) == ("c", 2, Decimal("-0.50"))
+    assert (good[11]._cdc_op, good[11].note) == ("u", "upd-full")
+
+
+# ---------------------------------------------------------------------------------------------
+# Decimals, TOAST forms, JDBC rows, schema changes
+
+
+BIG_NEGATIVE = Decimal("-1234567890123456789012345678.9012345678")  # 38 digits, 16 bytes
+
+
+def test_wide_and_variable_scale_decimals_are_exact(spark: SparkSession, tmp_path: Path) -> None:
+    fields = [
+        connect_field("id", "int32"),
+        connect_field(
+            "small",
+            "bytes",
+            "org.apache.kafka.connect.data.Decimal",
+            scale="2",
+            **{"connect.decimal.precision": "12"},
+        ),
+        connect_field(
+            "wide",
+            "bytes",
+            "org.apache.kafka.connect.data.Decimal",
+            scale="10",
+            **{"connect.decimal.precision": "38"},
+        ),
+        {
+            "type": "struct",
+            "fields": [
+                {"type": "int32", "optional": False, "field": "scale"},
+                {"type": "bytes", "optional": False, "field": "value"},
+            ],
+            "optional": True,
+            "name": "io.debezium.data.VariableScaleDecimal",
+            "field": "free",
+        },
+    ]
+    cases = [
+        (Decimal("-0.01"), BIG_NEGATIVE, Decimal("-1234.567")),
+        (Decimal("12345.67"), Decimal("9999999999999999999999999999.9999999999"), Decimal("0")),
+        (Decimal("-9999999999.99"), Decimal("-0.0000000001"), Decimal("3.14159265358979")),
+    ]
+
+    def row(i: int, small: Decimal, wide: Decimal, free: Decimal) -> dict:
+        scale = -int(free.as_tuple().exponent)
+        return {
+            "id": i,
+            "small": decimal_base64(small, 2),
+            "wide": decimal_base64(wide, 10),
+            "free": {"scale": scale, "value": decimal_base64(free, scale)},
+        }
+
+    with_schema = [
+        wrapped(envelope("c", row(i, *case), lsn=i), fields) for i, case in enumerate(cases)
+    ]
+    without = [compact(envelope("c", row(10 + i, *c), lsn=10 + i)) for i, c in enumerate(cases)]
+    write_landing(tmp_path, "t.dec", with_schema + without, files=1)
+    declared = {"id": "int", "small": "decimal(12,2)", "wide": "decimal(38,10)", "free": "numeric"}
+
+    # Schemas on: types from the embedded schema; schemas off: from the declared types.
+    for columns in ({}, declared):
+        spec = TableSpec(topic="t.dec", key=("id",), columns=columns)
+        df = decode(spark, tmp_path, spec)
+        assert df.dtypes[1:4] == [
+            ("small", "decimal(12,2)"),
+            ("wide", "decimal(38,10)"),
+            ("free", "decimal(38,18)"),
+        ]
+        rows = collect(df)
+        # bare lines use the declared types, else the encoding the embedded schemas agree on
+        assert [(r.small, r.wide, r.free) for r in rows] == cases + cases
+        assert [r._cdc_reject_reason for r in rows] == [None] * len(rows)
+
+
+def test_every_placeholder_form_is_reported_and_nulled(spark: SparkSession, tmp_path: Path) -> None:
+    as_base64 = base64.b64encode(PLACEHOLDER.encode()).decode()
+    after = {
+        "id": 7,
+        "b": as_base64,
+        "a": [PLACEHOLDER],
+        "n": list(PLACEHOLDER.encode()),
+        "m": as_base64,
+        "j": PLACEHOLDER,
+        "t": PLACEHOLDER,
+        "keep": "kept",
+    }
+    custom = {"id": 8, "t": "<unchanged>", "j": PLACEHOLDER}
+    write_landing(
+        tmp_path,
+        "t.toast",
+        [compact(envelope("u", after, lsn=1)), compact(envelope("u", custom, lsn=2))],
+        files=1,
+    )
+    columns = {
+        "id": "int",
+        "b": "bytea",
+        "a": "text[]",
+        "n": "int[]",
+        "m": "decimal(10,2)",
+        "j": "jsonb",
+        "t": "text",
+        "keep": "text",
+    }
+    rows = collect(
+        decode(spark, tmp_path, TableSpec(topic="t.toast", key=("id",), columns=columns))
+    )
+    assert rows[0]._cdc_unavailable_columns == "b,a,n,m,j,t"
+    assert [rows[0][c] for c in columns] == [7, None, None, None, None, None, None, "kept"]
+    assert rows[0]._cdc_reject_reason is None
+
+    spec = TableSpec(topic="t.toast", key=("id",), columns=columns, toast_placeholder="<unchanged>")
+    custom_row = collect(decode(spark, tmp_path, spec))[1]
+    assert (custom_row._cdc_unavailable_columns, custom_row.t, custom_row.j) == (
+        "t",
+        None,
+        PLACEHOLDER,
+    )
+
+
+def test_jdbc_rows_are_upserts_ordered_by_timestamp_then_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    base_ms = 1709212455123
+    rows_in = [
+        {"id": 2, "name": "b", "updated_at": base_ms, "price": "12.50"},
+        {"id": 1, "name": "a2", "updated_at": base_ms + 877, "price": "1.00"},
+        {"id": 1, "name": "a", "updated_at": base_ms, "price": "0.99"},
+    ]
+    schema = {
+        "type": "struct",
+        "optional": False,
+        "name": "suppliers",
+        "fields": [
+            connect_field("id", "int32"),
+            connect_field("name", "string"),
+            connect_field("updated_at", "int64", "org.apache.kafka.connect.data.Timestamp"),
+            connect_field("price", "bytes", "org.apache.kafka.connect.data.Decimal", scale="2"),
+        ],
+    }
+    late = {"id": 3, "name": "c", "updated_at": base_ms + 1000, "price": unscaled_base64(-5)}
+    lines = [compact(r) for r in rows_in] + [compact({"schema": schema, "payload": late})]
+    write_landing(tmp_path, "jdbc.suppliers", lines, files=1)
+    spec = TableSpec(
+        topic="jdbc.suppliers",
+        shape="jdbc",
+        key=("id",),
+        columns={"id": "int", "name": "text", "updated_at": "timestamp", "price": "decimal(10,2)"},
+        order_by=("updated_at", "id"),
+        decimal_handling_mode="string",
+        time_precision_mode="connect",
+    )
+    df = decode(spark, tmp_path, spec)
+    rows = sorted(collect(df), key=lambda r: r._cdc_seq)
+
+    assert [(r.id, r.name, r.price) for r in rows] == [
+        (1, "a", Decimal("0.99")),
+        (2, "b", Decimal("12.50")),
+        (1, "a2", Decimal("1.00")),
+        (3, "c", Decimal("-0.05")),
+    ]
+    assert {r._cdc_op for r in rows} == {"u"}
+    assert rows[0]._cdc_seq == Decimal(base_ms * 1000 * 10**19 + 1)
+    assert rows[1]._cdc_seq == Decimal(base_ms * 1000 * 10**19 + 2)
+    assert [r._cdc_source_ts_us for r in rows] == [
+        r["updated_at"] * 1000 for r in (rows_in[2], rows_in[0], rows_in[1], late)
+    ]
+    assert rows[0].updated_at == datetime(2024, 2, 29, 13, 14, 15, 123000)
+    assert {r._cdc_tx_id for r in rows} == {None}
+    assert all(r._cdc_reject_reason is None for r in rows)
+
+
+def test_a_column_added_at_the_source_flows_through(spark: SparkSession, tmp_path: Path) -> None:
+    v1 = [connect_field("id", "int32"), connect_field("name", "string")]
+    v2 = v1 + [
+        connect_field("score", "bytes", "org.apache.kafka.connect.data.Decimal", scale="1"),
+        connect_field("born", "int32", "io.debezium.time.Date"),
+    ]
+    score = unscaled_base64(153)
+    lines = [
+        wrapped(envelope("c", {"id": 1, "name": "a"}, lsn=1), v1),
+        wrapped(envelope("u", {"id": 1, "name": "a1"}, lsn=2), v1),
+        wrapped(envelope("c", {"id": 2, "name": "b", "score": score, "born": 19782}, lsn=3), v2),
+        wrapped(envelope("u", {"id": 1, "name": "a2", "score": None, "born": 0}, lsn=4), v2),
+    ]
+    write_landing(tmp_path, "t.evolve", lines, files=2)
+    spec = TableSpec(topic="t.evolve", key=("id",), columns={"id": "int", "name": "text"})
+    df = decode(spark, tmp_path, spec)
+    assert df.dtypes[:4] == [
+        ("id", "int"),
+        ("name", "string"),
+        ("score", "decimal(38,1)"),
+        ("born", "date"),
+    ]
+    rows = collect(df)
+    assert [(r.id, r.name, r.score, r.born) for r in rows] == [
+        (1, "a", None, None),
+        (1, "a1", None, None),
+        (2, "b", Decimal("15.3"), date(2024, 2, 29)),
+        (1, "a2", None, date(1970, 1, 1)),
+    ]
+    assert all(r._cdc_reject_reason is None for r in rows)
+
+
+def test_each_line_decodes_with_its_own_schema_or_the_declared_modes(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Schemas on and off in one batch, and disagreeing encodings: a CASE per schema."""
+    micro = [
+        connect_field("id", "int32"),
+        connect_field("ts", "int64", "io.debezium.time.MicroTimestamp"),
+        connect_field("amount", "string"),
+    ]
+    milli = [
+        connect_field("id", "int32"),
+        connect_field("ts", "int64", "io.debezium.time.Timestamp"),
+        connect_field("amount", "bytes", "org.apache.kafka.connect.data.Decimal", scale="2"),
+    ]
+    at_us = 1709212455123456
+    lines = [
+        wrapped(envelope("c", {"id": 1, "ts": at_us, "amount": "-7.25"}, lsn=1), micro),
+        wrapped(
+            envelope("c", {"id": 2, "ts": at_us // 1000, "amount": unscaled_base64(-725)}, lsn=2),
+            milli,
+        ),
+        compact(
+            envelope("c", {"id": 3, "ts": "2024-02-29T13:14:15.123456Z", "amount": "-7.25"}, lsn=3)
+        ),
+    ]
+    write_landing(tmp_path, "t.mixed", lines, files=1)
+    spec = TableSpec(
+        topic="t.mixed",
+        key=("id",),
+        columns={"id": "int", "ts": "timestamp", "amount": "decimal(8,2)"},
+        decimal_handling_mode="string",
+        time_precision_mode="isostring",
+    )
+    rows = collect(decode(spark, tmp_path, spec))
+    assert [(r.id, r.ts, r.amount, r._cdc_reject_reason) for r in rows] == [
+        (1, datetime(2024, 2, 29, 13, 14, 15, 123456), Decimal("-7.25"), None),
+        (2, datetime(2024, 2, 29, 13, 14, 15, 123000), Decimal("-7.25"), None),
+        (3, datetime(2024, 2, 29, 13, 14, 15, 123456), Decimal("-7.25"), None),
+    ]
+
+    # Schemas handed in by the caller: a line whose schema is not among them is rejected.
+    rows = collect(decode(spark, tmp_path, spec, schema_texts=[]))
+    assert [(r.id, r._cdc_reject_reason) for r in rows] == [
+        (1, "unknown embedded schema"),
+        (2, "unknown embedded schema"),
+        (3, None),
+    ]
+
+
+def test_flattened_rows_from_another_table_are_kept(spark: SparkSession, tmp_path: Path) -> None:
+    row = {"id": 1, "note": "x", "__op": "c", "__table": "other", "__lsn": 9, "__deleted": "false"}
+    gone = {"id": 1, "note": None, "__op": "d", "__table": "t", "__lsn": 10, "__deleted": "true"}
+    upsert = {"id": 2, "note": "y", "__deleted": "false"}  # add.fields without op
+    write_landing(tmp_path, "t.flat", [compact(row), compact(gone), compact(upsert)], files=1)
+    spec = TableSpec(
+        topic="t.flat", shape="flattened", key=("id",), columns={"id": "int", "note": "text"}
+    )
+    rows = collect(decode(spark, tmp_path, spec))
+    assert [(r.id, r.note, r._cdc_op, r._cdc_seq) for r in rows] == [
+        (1, "x", "c", Decimal(9)),
+        (1, None, "d", Decimal(10)),
+        (2, "y", "u", None),
+    ]
+    assert "__table" not in rows[0].asDict()
+
+
+def test_logical_types_from_the_embedded_schema(spark: SparkSession, tmp_path: Path) -> None:
+    fields = [
+        connect_field("id", "int32"),
+        connect_field("t_us", "int64", "io.debezium.time.MicroTime"),
+        connect_field("t_ms", "int32", "io.debezium.time.Time"),
+        connect_field("t_ns", "int64", "io.debezium.time.NanoTime"),
+        connect_field("t_iso", "string", "io.debezium.time.IsoTime"),
+        connect_field("ts_ns", "int64", "io.debezium.time.NanoTimestamp"),
+        connect_field("ts_ms", "int64", "io.debezium.time.Timestamp"),
+        connect_field("small", "int16"),
+        connect_field("ratio", "float64"),
+        {
+            "type": "array",
+            "items": {"type": "int32", "optional": True, "name": "io.debezium.time.Date"},
+            "optional": True,
+            "field": "days",
+        },
+        {"type": "array", "items": {"type": "int64"}, "optional": True, "field": "counts"},
+    ]
+    after = {
+        "id": 1,
+        "t_us": 47655123456,
+        "t_ms": 47655123,
+        "t_ns": 47655123456789,
+        "t_iso": "13:14:15.5Z",
+        "ts_ns": -1,  # one nanosecond before the epoch floors to the previous microsecond
+        "ts_ms": 1709212455123,
+        "small": -32768,
+        "ratio": 0.1,
+        "days": [19782, None, 0],
+        "counts": [1, 9007199254740993],
+    }
+    write_landing(tmp_path, "t.logical", [wrapped(envelope("c", after, lsn=1), fields)], files=1)
+    df = decode(spark, tmp_path, TableSpec(topic="t.logical", key=("id",)))
+    types = dict(df.dtypes)
+    assert [types[c] for c in ("t_us", "ts_ns", "small", "ratio", "days", "counts")] == [
+        "string",
+        "timestamp_ntz",
+        "smallint",
+        "double",
+        "array<date>",
+        "array<bigint>",
+    ]
+    (row,) = collect(df)
+    assert (row.t_us, row.t_ms, row.t_ns, row.t_iso) == (
+        "13:14:15.123456",
+        "13:14:15.123000",
+        "13:14:15.123456",
+        "13:14:15.500000",
+    )
+    assert row.ts_ns == datetime(1969, 12, 31, 23, 59, 59, 999999)
+    assert row.ts_ms == datetime(2024, 2, 29, 13, 14, 15, 123000)
+    assert (row.small, row.ratio) == (-32768, 0.1)
+    assert row.days == [date(2024, 2, 29), None, date(1970, 1, 1)]
+    assert row.counts == [1, 9007199254740993]
+    assert row._cdc_reject_reason is None
