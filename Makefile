@@ -54,11 +54,11 @@ run: install
 lint: install-dev
 	ruff check cdc_lakehouse adapter tests python_models
 	ruff format --check cdc_lakehouse adapter tests python_models
-	sqlfluff lint models macros tests/dbt snapshots
+	sqlfluff lint models tests/dbt
 
 format: install-dev
 	ruff format cdc_lakehouse adapter tests python_models
-	sqlfluff fix models macros tests/dbt snapshots
+	sqlfluff fix models tests/dbt
 
 test: install-dev lint
 	pytest
