@@ -131,6 +131,9 @@ def lake_rows(export_dir: Path, variant: str) -> dict[int, dict]:
     state = {}
     for row in read_export(export_dir, f"silver.{variant}"):
         canonical = {name: row[name] for name in T_TYPES["columns"]}
+        # `timestamp` (no zone) columns: compare the wall-clock digits
+        if canonical["ts"] is not None:
+            canonical["ts"] = canonical["ts"].removesuffix("Z")
         canonical["doc"] = json.loads(row["doc"]) if row["doc"] is not None else None
         canonical["tags"] = json.loads(row["tags"]) if row["tags"] is not None else None
         state[row["id"]] = canonical
