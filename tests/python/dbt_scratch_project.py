@@ -43,18 +43,8 @@ models:
       +post-hook: "{{ cdc_finalize_merge() }}"
 """
 
-FLATTEN_MODEL = """from cdc_lakehouse.dbt_flatten import flatten_model
-
-
-def model(dbt, session):
-    return flatten_model(
-        dbt,
-        session,
-        landing=dbt.config.get("cdc_landing"),
-        table=dbt.config.get("cdc_table"),
-        root=dbt.config.get("cdc_landing_root"),
-    )
-"""
+# Every flatten model is the same few lines: reuse the project's own.
+FLATTEN_MODEL = (REPO / "python_models/flatten/northwind/flat_northwind__customers.py").read_text()
 
 
 def make_project(
