@@ -60,6 +60,15 @@
     cache table {{ batch }} as select * from {{ source }}
 {% endcall %}
 
+{#- One look at the batch decides which statements are needed: each one is an Iceberg commit. -#}
+{%- set stats = run_query(
+    "select count_if(_cdc_action in ('upsert', 'delete')), count_if(_cdc_action = 'delete'),"
+    ~ " max(case when _cdc_action = 'truncate' then _cdc_seq end),"
+    ~ " cast(max(_cdc_batch_loaded_at) as string) from " ~ batch
+).rows[0] -%}
+{%- set n_changes, n_deletes, truncate_seq, newest = stats[0], stats[1], stats[2], stats[3] -%}
+
+{%- if n_changes > 0 %}
 {% call statement('cdc_merge') %}
     merge into {{ target }} as target
     using (select * from {{ batch }} where _cdc_action in ('upsert', 'delete')) as batch
@@ -81,10 +90,9 @@
         {%- endfor %}
     )
 {% endcall %}
+{%- endif %}
 
-{%- set truncate = run_query("select _cdc_seq, _cdc_source_ts from " ~ batch ~ " where _cdc_action = 'truncate'") -%}
-{%- if truncate.rows | length > 0 %}
-    {%- set truncate_seq = truncate.rows[0][0] -%}
+{%- if truncate_seq is not none %}
     {% call statement('cdc_truncate') %}
         {%- if soft %}
         update {{ target }}
@@ -100,6 +108,7 @@
     {% endcall %}
 {%- endif %}
 
+{%- if truncate_seq is not none or (n_deletes > 0 and not soft) %}
 {%- set tombstones = cdc_create_tombstones(target, keys) -%}
 {% call statement('cdc_tombstones') %}
     merge into {{ tombstones }} as target
@@ -117,8 +126,13 @@
         target._cdc_loaded_at = batch._cdc_loaded_at
     when not matched then insert *
 {% endcall %}
+{%- endif %}
 
-{{ cdc_set_watermark_sql(target, "select max(_cdc_batch_loaded_at) from " ~ batch) }}
+{#- The watermark moves last; an empty batch (nothing landed since) changes nothing. -#}
+{%- if newest is none -%}
+    {{ return("select 'no new changes' as cdc_merge") }}
+{%- endif -%}
+{{ return(cdc_watermark_sql(target, newest)) }}
 {% endmacro %}
 
 

@@ -35,6 +35,11 @@
 {% macro cdc_set_watermark_sql(relation, max_query) %}
     {%- set found = run_query("select cast((" ~ max_query ~ ") as string)").rows[0][0] -%}
     {%- set value = found or cdc_watermark_value(relation) or '1970-01-01 00:00:00' -%}
+    {{ return(cdc_watermark_sql(relation, value)) }}
+{% endmacro %}
+
+
+{% macro cdc_watermark_sql(relation, value) %}
     {{ return("alter table " ~ relation ~ " set tblproperties ('cdc.watermark' = '" ~ value ~ "')") }}
 {% endmacro %}
 
