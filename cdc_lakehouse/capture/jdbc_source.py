@@ -1,0 +1,94 @@
+"""Query-based capture of one table, the way Kafka Connect's JDBC source connector does it in
+`timestamp+incrementing` mode, landing rows as its JsonConverter (schemas off) would.
+
+Each poll selects the rows whose (timestamp column, incrementing column) moved past the stored
+offset, in that order, writes them as landing files (same layout and rotation as the Debezium
+capture) and stores the new offset. Deletes are invisible to this kind of capture, and a row
+changed twice between polls lands once: that is the shape's contract, not a bug.
+
+Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
+columns as epoch milliseconds (Connect `Timestamp`), numbers as JSON numbers, text as strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from cdc_lakehouse.capture.sink import LandingSink
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class JdbcSource:
+    conninfo: str
+    table: str
+    columns: Sequence[str]
+    order_by: Sequence[str]  # (timestamp column, incrementing column)
+    topic: str
+    out: Path
+    state_file: Path
+    flush_size: int = 500
+
+    def poll(self) -> int:
+        """One poll: land every row past the offset; returns the number of rows landed."""
+        offset = self._load_offset()
+        ts_col, inc_col = self.order_by
+        cols = ", ".join(self.columns)
+        sql = f"select {cols} from {self.table}"
+        params: tuple[Any, ...] = ()
+        if offset is not None:
+            sql += f" where {ts_col} > %s or ({ts_col} = %s and {inc_col} > %s)"
+            params = (offset[0], offset[0], offset[1])
+        sql += f" order by {ts_col}, {inc_col}"
+        with psycopg.connect(self.conninfo) as conn:
+            rows = conn.execute(sql, params).fetchall()
+        if not rows:
+            return 0
+        values = [
+            json.dumps(
+                {c: _connect_value(v) for c, v in zip(self.columns, row, strict=True)},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            for row in rows
+        ]
+        sink = LandingSink(self.out, flush_size=self.flush_size)
+        sink.write_batch([(self.topic, v) for v in values])
+        last = dict(zip(self.columns, rows[-1], strict=True))
+        self._store_offset(last[ts_col], last[inc_col])
+        return len(values)
+
+    def _load_offset(self) -> tuple[datetime, Any] | None:
+        if not self.state_file.exists():
+            return None
+        state = json.loads(self.state_file.read_text())
+        return datetime.fromisoformat(state["timestamp"]), state["incrementing"]
+
+    def _store_offset(self, timestamp: datetime, incrementing: Any) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_name(f".{self.state_file.name}.tmp")
+        tmp.write_text(
+            json.dumps({"timestamp": timestamp.isoformat(), "incrementing": incrementing})
+        )
+        tmp.replace(self.state_file)
+
+
+def _connect_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return (value - EPOCH) // timedelta(milliseconds=1)
+    if isinstance(value, date):
+        return (value - date(1970, 1, 1)).days
+    if isinstance(value, Decimal):
+        return float(value)
+    return value

@@ -1,0 +1,242 @@
+"""Checks and small chores done with psycopg before the JVM starts (fast, one-line errors).
+
+Debezium would report the same problems after a 5-second JVM start, buried in stack traces, and
+some (an unreachable server) it retries forever. Also here: the marker table of bounded runs and
+dropping a capture's slot and publication.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from cdc_lakehouse.capture.config import MARKER_SCHEMA, MARKER_TABLE, CaptureConfig
+
+MARKER_QUALIFIED = f"{MARKER_SCHEMA}.{MARKER_TABLE}"
+
+
+class PreflightError(RuntimeError):
+    """The source is not ready for this capture; the message says what to fix, in one line."""
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines) or type(exc).__name__
+
+
+def connect(config: CaptureConfig, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    where = f"{config.host}:{config.port}"
+    try:
+        return psycopg.connect(
+            host=config.host,
+            port=config.port,
+            dbname=config.database,
+            user=config.user,
+            password=config.password(),
+            connect_timeout=10,
+            autocommit=autocommit,
+            application_name=f"cdc-capture {config.name}",
+        )
+    except psycopg.OperationalError as exc:
+        raise PreflightError(
+            f"cannot connect to PostgreSQL at {where} (database {config.database}, "
+            f"user {config.user}): {_one_line(exc)}"
+        ) from None
+
+
+def check_source(config: CaptureConfig, *, marker: bool, slot_wait: float = 30.0) -> bool:
+    """Everything the engine needs from the server, checked before starting it; returns whether
+    the capture's replication slot exists already."""
+    try:
+        with connect(config) as conn:
+            return _check_source(conn, config, marker=marker, slot_wait=slot_wait)
+    except psycopg.Error as exc:
+        raise PreflightError(f"checking the source failed: {_one_line(exc)}") from None
+
+
+def _check_source(
+    conn: psycopg.Connection[Any], config: CaptureConfig, *, marker: bool, slot_wait: float
+) -> bool:
+    where = f"{config.host}:{config.port}"
+    wal_level = conn.execute("show wal_level").fetchone()[0]
+    if wal_level != "logical":
+        raise PreflightError(
+            f"PostgreSQL at {where} has wal_level={wal_level}; change data capture needs "
+            "wal_level=logical (set it in postgresql.conf and restart the server)"
+        )
+    row = conn.execute(
+        "select rolreplication, rolsuper from pg_roles where rolname = current_user"
+    ).fetchone()
+    if not (row and (row[0] or row[1])):
+        raise PreflightError(
+            f"user {config.user} may not use replication: grant it with "
+            f"`alter role {config.user} replication` (or capture as a superuser)"
+        )
+    missing = [t for t in config.tables if not _table_exists(conn, t)]
+    if missing:
+        raise PreflightError(
+            f"table(s) not found in database {config.database}: {', '.join(missing)}"
+        )
+    if marker:
+        ensure_marker_table(conn)
+    return _check_slot(conn, config, slot_wait)
+
+
+def _table_exists(conn: psycopg.Connection[Any], qualified: str) -> bool:
+    schema, table = qualified.split(".")
+    row = conn.execute(
+        """
+        select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = %s and c.relname = %s and c.relkind in ('r', 'p')
+        """,
+        (schema, table),
+    ).fetchone()
+    return row is not None
+
+
+def _check_slot(conn: psycopg.Connection[Any], config: CaptureConfig, wait: float) -> bool:
+    """The slot must be free (a killed capture's server process may need a moment to notice),
+    and offsets saved for a slot that no longer exists would silently skip changes."""
+    slot = slot_state(conn, config.slot_name)
+    deadline = time.monotonic() + wait
+    while slot is not None and slot["active"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        slot = slot_state(conn, config.slot_name)
+    if slot is not None and slot["active"]:
+        raise PreflightError(
+            f"replication slot {config.slot_name} is in use (server pid {slot['active_pid']}): "
+            f"is another capture named {config.name!r} running?"
+        )
+    if slot is not None and slot["database"] != config.database:
+        raise PreflightError(
+            f"replication slot {config.slot_name} belongs to database {slot['database']}, "
+            f"not {config.database}: give this capture another name"
+        )
+    if slot is None and config.offsets_file.exists() and config.offsets_file.stat().st_size:
+        raise PreflightError(
+            f"{config.offsets_file} holds offsets but replication slot {config.slot_name} does "
+            "not exist (dropped?): changes since the last run cannot be read; run `drop` to "
+            "reset this capture (the next run takes a new snapshot)"
+        )
+    if slot is None:
+        used, limit = conn.execute(
+            "select (select count(*) from pg_replication_slots), "
+            "current_setting('max_replication_slots')::int"
+        ).fetchone()
+        if used >= limit:
+            raise PreflightError(
+                f"no free replication slot ({used} of max_replication_slots={limit} in use)"
+            )
+    return slot is not None
+
+
+def slot_state(conn: psycopg.Connection[Any], slot_name: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "select active, active_pid, database from pg_replication_slots where slot_name = %s",
+        (slot_name,),
+    ).fetchone()
+    if row is None:
+        return None
+    return {"active": row[0], "active_pid": row[1], "database": row[2]}
+
+
+# -- marker table -----------------------------------------------------------------------------
+def ensure_marker_table(conn: psycopg.Connection[Any]) -> None:
+    """Create the marker table if missing (captures may start together: serialized by a lock)."""
+    if conn.execute("select to_regclass(%s)", (MARKER_QUALIFIED,)).fetchone()[0] is not None:
+        return
+    try:
+        with conn.transaction():
+            conn.execute("select pg_advisory_xact_lock(hashtext(%s))", (MARKER_QUALIFIED,))
+            conn.execute(
+                f"""
+                create table if not exists {MARKER_QUALIFIED} (
+                    id bigserial primary key,
+                    capture text,
+                    created_at timestamptz default now()
+                )
+                """
+            )
+    except psycopg.Error as exc:
+        raise PreflightError(
+            f"cannot create the marker table {MARKER_QUALIFIED}: {_one_line(exc)}"
+        ) from None
+
+
+def insert_marker(config: CaptureConfig) -> int:
+    """Insert this capture's marker row (after removing its older ones); returns its id."""
+    with connect(config) as conn, conn.transaction():
+        conn.execute(f"delete from {MARKER_QUALIFIED} where capture = %s", (config.name,))
+        row = conn.execute(
+            f"insert into {MARKER_QUALIFIED} (capture) values (%s) returning id", (config.name,)
+        ).fetchone()
+    return int(row[0])
+
+
+def wait_until_streaming(config: CaptureConfig, stop: Any, poll: float = 0.2) -> bool:
+    """Wait until the engine streams from its slot with the marker table in its publication (or
+    `stop` is set); True when it does.
+
+    A marker committed from then on is decoded after the snapshot (if any) and after every
+    change committed before it (WAL order), and it is published (pgoutput judges a change by the
+    publication as it was at that point of the WAL). Earlier is not safe: a snapshot taken on an
+    existing slot makes the engine skip the WAL before the snapshot's position."""
+    schema, table = MARKER_QUALIFIED.split(".")
+    with connect(config) as conn:
+        while not stop.is_set():
+            ready = conn.execute(
+                """
+                select exists (select 1 from pg_replication_slots s
+                               join pg_stat_replication r on r.pid = s.active_pid
+                               where s.slot_name = %s and r.state in ('catchup', 'streaming'))
+                   and exists (select 1 from pg_publication_tables
+                               where pubname = %s and schemaname = %s and tablename = %s)
+                """,
+                (config.slot_name, config.publication_name, schema, table),
+            ).fetchone()[0]
+            if ready:
+                return True
+            stop.wait(poll)
+    return False
+
+
+# -- drop -------------------------------------------------------------------------------------
+def drop_capture(config: CaptureConfig, *, timeout: float = 30.0) -> list[str]:
+    """Drop the slot (once inactive) and the publication; forget the saved offsets (the next
+    run starts with a new snapshot)."""
+    try:
+        done = _drop(config, timeout)
+    except psycopg.Error as exc:
+        raise PreflightError(f"dropping the capture failed: {_one_line(exc)}") from None
+    if config.offsets_file.exists():
+        config.offsets_file.unlink()
+        done.append(f"offsets {config.offsets_file}")
+    config.snapshot_done_file.unlink(missing_ok=True)
+    return done
+
+
+def _drop(config: CaptureConfig, timeout: float) -> list[str]:
+    done = []
+    with connect(config) as conn:
+        deadline = time.monotonic() + timeout
+        slot = slot_state(conn, config.slot_name)
+        while slot is not None and slot["active"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            slot = slot_state(conn, config.slot_name)
+        if slot is not None and slot["active"]:
+            raise PreflightError(
+                f"replication slot {config.slot_name} still active (server pid "
+                f"{slot['active_pid']}) after {timeout:.0f}s: stop the capture first"
+            )
+        if slot is not None:
+            conn.execute("select pg_drop_replication_slot(%s)", (config.slot_name,))
+            done.append(f"replication slot {config.slot_name}")
+        exists = conn.execute(
+            "select 1 from pg_publication where pubname = %s", (config.publication_name,)
+        ).fetchone()
+        if exists:
+            conn.execute(f'drop publication "{config.publication_name}"')
+            done.append(f"publication {config.publication_name}")
+    return done

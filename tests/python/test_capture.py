@@ -1,0 +1,379 @@
+"""The capture tool against a real PostgreSQL and the real Debezium engine, plus its sink alone.
+
+JVM tests run the tool as a subprocess (one JVM per process, as in production): few and small,
+each engine start costs about 5 s. Landing values are compared with the captured samples in
+`<repo>/../shared/debezium-samples` (metadata that differs between runs left out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_lakehouse.capture import (
+    CaptureConfig,
+    ConfigError,
+    run_capture_subprocess,
+    start_capture_subprocess,
+)
+from cdc_lakehouse.capture.config import load_config_file
+from cdc_lakehouse.capture.engine import (
+    engine_properties,
+    is_snapshot_read,
+    marker_event,
+    offsets_look_complete,
+    prepare_state,
+)
+from cdc_lakehouse.capture.preflight import wait_until_streaming
+from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name
+from cdc_lakehouse.landing import _is_landing_file
+from cdc_lakehouse.pg import TemporaryPostgres, free_port
+
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "debezium-samples"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def config_for(pg: TemporaryPostgres, root: Path, **settings: Any) -> dict[str, Any]:
+    return {
+        "name": "t",
+        "host": pg.host,
+        "port": pg.port,
+        "database": pg.database,
+        "user": pg.user,
+        "tables": ["public.t_types"],
+        "out": str(root / "landing"),
+        "state_dir": str(root / "state"),
+        **settings,
+    }
+
+
+def topic_files(out: Path, topic: str) -> list[Path]:
+    return sorted((out / "topics" / topic / "partition=0").iterdir())
+
+
+def assert_landing_layout(out: Path, topic: str, flush_size: int) -> list[str]:
+    """Only final data files, named after the topic, offsets continuous from 0; their lines."""
+    files = topic_files(out, topic)
+    assert files, f"nothing landed for {topic}"
+    expected_offset = 0
+    lines: list[str] = []
+    for path in files:
+        match = re.fullmatch(rf"{re.escape(topic)}\+0\+(\d{{10}})\.json", path.name)
+        assert match, f"unexpected file {path.name}"
+        assert int(match.group(1)) == expected_offset, f"offset gap before {path.name}"
+        content = path.read_text().splitlines()
+        assert 1 <= len(content) <= flush_size
+        expected_offset += len(content)
+        lines += content
+    return lines
+
+
+def sample_values(variant: str) -> list[str]:
+    """Landing lines the sample run would have produced: values, no tombstones, no marker."""
+    if not (SAMPLES / f"{variant}.jsonl").is_file():
+        pytest.fail(f"Debezium samples not found at {SAMPLES}")
+    records = [json.loads(line) for line in (SAMPLES / f"{variant}.jsonl").read_text().splitlines()]
+    return [r["value"] for r in records if r["value"] is not None and "marker" not in r["topic"]]
+
+
+VOLATILE = {"ts_ms", "ts_us", "ts_ns", "txId", "lsn", "sequence", "__lsn", "__source_ts_ms"}
+
+
+def comparable(value: str) -> Any:
+    """A landing value without what differs between runs (times, WAL positions, random uuid)."""
+    doc = json.loads(value)
+    payload = doc["payload"] if "schema" in doc else doc
+    for part in (payload, payload.get("source") or {}):
+        for key in VOLATILE & set(part):
+            del part[key]
+    for row in (payload, payload.get("before"), payload.get("after")):
+        if isinstance(row, dict) and row.get("uid") and row.get("id") != 1:
+            row["uid"] = "<random>"
+    return doc
+
+
+# The samples' scenario (README of debezium-samples): row 1 before capture, then the changes.
+T_TYPES = """
+create table t_types (id int primary key, amount numeric(12,2), d date, ts timestamp,
+  tstz timestamptz, flag boolean, note text, doc jsonb, uid uuid, bin bytea, tags text[], big text);
+insert into t_types values (1, 12345.67, '2024-02-29', '2024-02-29 13:14:15.123456',
+  '2024-02-29 11:14:15.123456+00', true, 'snap', '{"a": 1, "b": [1, 2]}',
+  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\\xdeadbeef', '{x,y}',
+  (select string_agg(md5(g::text), '' order by g) from generate_series(1, 100) g))
+"""
+T_TYPES_CHANGES = [
+    """insert into t_types values (2, -0.50, '1970-01-01', '2000-01-01 00:00:00',
+       '2000-01-01 00:00:00+00', false, 'ins', '[]', gen_random_uuid(), '\\x00', '{}',
+       (select string_agg(md5(g::text), '' order by g) from generate_series(1, 100) g))""",
+    "update t_types set note = 'upd-default' where id = 2",
+    "alter table t_types replica identity full",
+    "update t_types set note = 'upd-full' where id = 2",
+    "alter table t_types replica identity default",
+    "update t_types set id = 3 where id = 2",
+    "delete from t_types where id = 3",
+    "truncate t_types",
+]
+
+
+def run_ok(config: dict[str, Any], **kwargs: Any) -> str:
+    result = run_capture_subprocess(config, timeout=120, **kwargs)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+# -- real engine ------------------------------------------------------------------------------
+def test_envelope_snapshot_then_streaming_lands_like_kafka_connect(tmp_path: Path) -> None:
+    """(a) snapshot run, then every kind of change in a second run: the values equal the
+    samples' (JsonConverter with schemas), files and offsets follow the S3 sink layout."""
+    with TemporaryPostgres("northwind") as pg:
+        pg.execute("postgres", T_TYPES)
+        # The samples were captured from database `postgres` with topic prefix `dbz`.
+        config = config_for(pg, tmp_path, database="postgres", topic_prefix="dbz", flush_size=3)
+        first = run_ok(config)
+        assert "1 events in 1 files (dbz.public.t_types=1)" in first
+        with pg.connect("postgres", autocommit=True) as conn:
+            for statement in T_TYPES_CHANGES:
+                conn.execute(statement)
+        second = run_ok(config)
+        assert "7 events" in second
+
+        out = tmp_path / "landing"
+        lines = assert_landing_layout(out, "dbz.public.t_types", flush_size=3)
+        assert [comparable(v) for v in lines] == [comparable(v) for v in sample_values("default")]
+        ops = [json.loads(v)["payload"]["op"] for v in lines]
+        assert ops == ["r", "c", "u", "u", "d", "c", "d", "t"]
+        assert not [p for p in out.rglob("*") if p.name.startswith(".")]
+        assert not (out / "topics" / "dbz.public.cdc_capture_marker").exists()
+
+        # A third run with nothing new adds nothing; `drop` then removes slot and publication.
+        run_ok(config)
+        assert len(assert_landing_layout(out, "dbz.public.t_types", flush_size=3)) == 8
+        dropped = run_ok(config, command="drop")
+        assert "replication slot cdc_t" in dropped and "publication cdc_t_pub" in dropped
+        with pg.connect("postgres") as conn:
+            assert conn.execute("select count(*) from pg_replication_slots").fetchone()[0] == 0
+            assert conn.execute("select count(*) from pg_publication").fetchone()[0] == 0
+        assert not (tmp_path / "state" / "offsets.dat").exists()
+
+
+def test_kill_9_mid_run_then_restart_loses_nothing(tmp_path: Path) -> None:
+    """(b, c) flattened rows; a continuous capture killed with SIGKILL while it lands a 20k-row
+    transaction, then a bounded rerun on the same state: every change is there (a repeated
+    batch is allowed), offsets stay continuous, the crash's temporary file is cleaned up."""
+    rows = 20_000
+    with TemporaryPostgres("northwind") as pg:
+        pg.execute(None, "create table items (id int primary key, label text)")
+        config = config_for(
+            pg, tmp_path, tables=["items"], shape="flattened", schemas_enable=False, flush_size=500
+        )
+        topic = "northwind.public.items"
+        folder = tmp_path / "landing" / "topics" / topic / "partition=0"
+        proc = start_capture_subprocess(config, config_dir=tmp_path, extra_args=["--create-marker"])
+        try:
+            settings = CaptureConfig.from_mapping(config)
+            assert wait_until_streaming(settings, _Deadline(60)), "capture never streamed"
+            pg.execute(
+                None,
+                f"insert into items select g, 'item ' || g from generate_series(1, {rows}) g",
+            )
+            deadline = time.monotonic() + 60
+            while not (folder.is_dir() and any(folder.glob("*.json"))):
+                assert time.monotonic() < deadline and proc.poll() is None, "nothing landed"
+                time.sleep(0.02)
+            proc.kill()
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == -9
+        landed = [json.loads(line) for f in sorted(folder.glob("*.json")) for line in f.open()]
+        (folder / f".{file_name(topic, 99_999)}.tmp").write_text('{"half": ')  # torn write
+
+        # Rows that landed before the kill and are deleted now must still show their delete: a
+        # new snapshot could not (Debezium takes one when no offsets were saved yet).
+        gone = sorted(r["id"] for r in landed)[:5]
+        with pg.connect() as conn:
+            conn.execute("update items set label = 'changed' where id <= 10")
+            conn.execute("delete from items where id = any(%s)", (gone,))
+        stderr = run_ok(config)
+        assert "removed 1 unfinished temporary file" in stderr
+
+        lines = [json.loads(v) for v in assert_landing_layout(tmp_path / "landing", topic, 500)]
+        assert not list(folder.glob(".*"))
+        assert len(lines) >= rows + 10 + len(gone), f"{len(landed)} lines had landed at the kill"
+        assert {r["__op"] for r in lines} == {"c", "u", "d"}, "no snapshot reads after the kill"
+        assert {r["id"] for r in lines if r["__op"] == "c"} == set(range(1, rows + 1))
+        assert {r["id"] for r in lines if r["__op"] == "u"} == set(range(1, 11))
+        deleted = [r for r in lines if r["__op"] == "d"]
+        assert sorted(r["id"] for r in deleted) == gone
+        assert all(r["__deleted"] == "true" and r["label"] is None for r in deleted)
+        sample_fields = set(json.loads(sample_values("unwrap_rw")[1]))
+        assert {k for k in sample_fields if k.startswith("__")} == {
+            k for k in lines[0] if k.startswith("__")
+        }
+        assert all(r["__table"] == "items" for r in lines)
+
+
+class _Deadline:
+    """A stop flag that trips after `seconds` (for waits outside the tool)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+
+    def is_set(self) -> bool:
+        return time.monotonic() >= self.until
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+# -- preflight: one-line errors, exit 2, before any JVM ---------------------------------------
+def _fails_fast(config: dict[str, Any], message: str) -> None:
+    started = time.monotonic()
+    result = run_capture_subprocess(config, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 15  # no engine was started
+
+
+def test_preflight_unreachable_server(tmp_path: Path) -> None:
+    port = free_port()
+    config = {"host": "127.0.0.1", "port": port, "database": "northwind", "tables": ["t"],
+              "out": str(tmp_path / "landing"), "state_dir": str(tmp_path / "state")}  # fmt: skip
+    _fails_fast(config, f"cannot connect to PostgreSQL at 127.0.0.1:{port}")
+
+
+def test_preflight_wal_level_not_logical(tmp_path: Path) -> None:
+    with TemporaryPostgres("northwind", settings={"wal_level": "replica"}) as pg:
+        pg.execute(None, "create table t_types (id int primary key)")
+        _fails_fast(config_for(pg, tmp_path), "has wal_level=replica")
+
+
+def test_preflight_missing_table_and_missing_replication_right(tmp_path: Path) -> None:
+    with TemporaryPostgres("northwind") as pg:
+        pg.execute(None, "create table t_types (id int primary key); create role app login")
+        missing = config_for(pg, tmp_path, tables=["t_types", "public.nope", "other.t"])
+        _fails_fast(missing, "table(s) not found in database northwind: public.nope, other.t")
+        _fails_fast(config_for(pg, tmp_path, user="app"), "user app may not use replication")
+
+
+def test_config_errors_exit_2(tmp_path: Path) -> None:
+    with_password = {"password": "secret", "database": "d", "tables": ["t"], "out": "o",
+                     "state_dir": "s"}  # fmt: skip
+    _fails_fast(with_password, "do not put the password in the config file")
+    _fails_fast({"database": "d", "tables": ["t"]}, "missing setting(s): out, state_dir")
+
+
+# -- sink, config and engine settings without a JVM -------------------------------------------
+def test_sink_rotates_per_flush_size_and_per_batch(tmp_path: Path) -> None:
+    sink = LandingSink(tmp_path, flush_size=3)
+    sink.write_batch([("a", f'{{"n":{i}}}') for i in range(7)] + [("b", b'{"n":0}')])
+    sink.write_batch([("a", '{"n":7}')])
+    folder = tmp_path / "topics" / "a" / "partition=0"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [file_name("a", o) for o in (0, 3, 6, 7)]
+    assert names[0] == "a+0+0000000000.json"
+    assert [count_lines(folder / n) for n in names] == [3, 3, 1, 1]
+    assert (folder / names[1]).read_text() == '{"n":3}\n{"n":4}\n{"n":5}\n'
+    assert sink.events == {"a": 8, "b": 1} and sink.files_written == 5
+
+
+def test_sink_recovers_offsets_and_removes_temp_files(tmp_path: Path) -> None:
+    LandingSink(tmp_path, flush_size=2).write_batch([("a", "{}")] * 5)
+    folder = tmp_path / "topics" / "a" / "partition=0"
+    leftover = folder / f".{file_name('a', 5)}.tmp"
+    leftover.write_text('{"torn": ')
+    (folder / "unrelated.txt").write_text("x")
+
+    sink = LandingSink(tmp_path, flush_size=2)
+    assert sink.recover("a") == 5 and sink.recover("never-seen") == 0
+    assert not leftover.exists() and sink.temp_files_removed == 1
+    sink.write_batch([("a", "{}")])
+    assert sorted(p.name for p in folder.glob("*.json"))[-1] == file_name("a", 5)
+    # A last file without a final newline still counts all its lines.
+    (folder / file_name("a", 6)).write_text("{}\n{}")
+    assert LandingSink(tmp_path).recover("a") == 8
+
+
+def test_landing_reader_ignores_temporary_files() -> None:
+    assert _is_landing_file(f"partition=0/{file_name('t', 0)}")
+    assert not _is_landing_file(f"partition=0/.{file_name('t', 0)}.tmp")
+
+
+def test_config_file_flags_and_names(tmp_path: Path) -> None:
+    path = tmp_path / "capture.yml"
+    path.write_text(
+        "database: northwind\ntables: [orders, sales.order_lines]\nout: landing\n"
+        "state_dir: state/orders\nname: Orders-EU\nschemas_enable: false\n"
+    )
+    config = CaptureConfig.from_mapping({**load_config_file(path), "flush_size": "50"})
+    assert config.tables == ("public.orders", "sales.order_lines")
+    assert config.slot_name == "cdc_orders_eu" and config.publication_name == "cdc_orders_eu_pub"
+    assert config.flush_size == 50 and config.schemas_enable is False
+    assert config.topics == ("northwind.public.orders", "northwind.sales.order_lines")
+    with pytest.raises(ConfigError, match="shape must be one of"):
+        CaptureConfig.from_mapping({**load_config_file(path), "shape": "avro"})
+    with pytest.raises(ConfigError, match="unknown setting"):
+        CaptureConfig.from_mapping({**load_config_file(path), "passwrd": "x"})
+
+
+def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_PG_PW", "s3cret")
+    config = CaptureConfig.from_mapping(
+        {"database": "db", "tables": ["orders"], "out": "o", "state_dir": str(tmp_path),
+         "shape": "flattened", "password_env": "MY_PG_PW", "decimal_handling_mode": "string"}
+    )  # fmt: skip
+    props = engine_properties(config, marker=True)
+    assert props["table.include.list"] == r"public\.orders,public\.cdc_capture_marker"
+    assert props["snapshot.include.collection.list"] == r"public\.orders"
+    assert props["database.password"] == "s3cret"
+    assert props["transforms.unwrap.delete.tombstone.handling.mode"] == "rewrite"
+    assert props["transforms.unwrap.add.fields"] == "op,table,lsn,source.ts_ms"
+    assert props["skipped.operations"] == "none" and props["plugin.name"] == "pgoutput"
+    assert props["decimal.handling.mode"] == "string"
+    assert props["offset.storage.file.filename"] == str(tmp_path.resolve() / "offsets.dat")
+    envelope = engine_properties(CaptureConfig.from_mapping({**config.to_dict(), "shape":
+                                 "envelope"}), marker=False)  # fmt: skip
+    assert "transforms" not in envelope and "cdc_capture_marker" not in str(envelope)
+
+
+@pytest.mark.parametrize("variant", ["default", "nosch", "unwrap_rw"])
+def test_marker_event_in_every_shape(variant: str) -> None:
+    lines = (SAMPLES / f"{variant}.jsonl").read_text().splitlines()
+    marker = [json.loads(line) for line in lines if "cdc_marker" in line][0]
+    assert marker_event(marker["value"]) == ("c", "done")
+    assert marker_event(os.fsencode(marker["value"])) == ("c", "done")
+
+
+@pytest.mark.parametrize("variant", ["default", "nosch", "unwrap_rw"])
+def test_snapshot_reads_are_told_apart_in_every_shape(variant: str) -> None:
+    values = sample_values(variant)  # one snapshot read, then streamed changes
+    assert [is_snapshot_read(v.encode()) for v in values] == [True] + [False] * (len(values) - 1)
+
+
+def test_state_left_by_a_kill_is_repaired(tmp_path: Path) -> None:
+    config = CaptureConfig.from_mapping(
+        {"database": "d", "tables": ["t"], "out": "o", "state_dir": str(tmp_path)}
+    )
+    offsets = config.offsets_file
+    offsets.write_bytes(b"\xac\xed\x00\x05")  # Kafka killed after the stream header
+    assert not offsets_look_complete(offsets)
+    mode, notes = prepare_state(config, slot_exists=True)
+    assert not offsets.exists() and mode == "initial" and "incomplete" in notes[0]
+
+    config.snapshot_done_file.write_text("done")
+    assert prepare_state(config, slot_exists=True)[0] == "no_data"  # resume from the slot
+    offsets.write_bytes(b"\xac\xed\x00\x05sr\x00\x11java.util.HashMap...x")
+    assert offsets_look_complete(offsets)
+    assert prepare_state(config, slot_exists=True) == ("initial", [])  # offsets rule
+    offsets.unlink()
+    assert prepare_state(config, slot_exists=False)[0] == "initial"  # a new slot: start over
+    assert not config.snapshot_done_file.exists()
