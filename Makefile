@@ -8,13 +8,15 @@ ICEBERG_JAR := iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev system-deps lint format unit docs sample clean help
+.PHONY: run test install install-dev system-deps lint format unit docs sample oracle clean help
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
 	@echo "make test    install what is missing and run every check (lint, pytest, dbt tests)"
 	@echo "make docs    generate and serve the dbt docs site on http://127.0.0.1:8080"
 	@echo "make lint    sqlfluff + ruff"
+	@echo "make sample  regenerate sample/ from a real PostgreSQL through real Debezium"
+	@echo "make oracle  the PostgreSQL oracle tests alone (SEEDS=50 for the slow mode)"
 	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
 
 ## Environment -------------------------------------------------------------------------------
@@ -46,8 +48,8 @@ system-deps: system-java
 run: install
 	dbt build
 	@echo
-	@echo "Query the lakehouse:  .venv/bin/python -m cdc_lakehouse.query \"select * from silver.customers limit 5\""
 	@echo "dbt commands work from this folder after:  source .venv/bin/activate && export DBT_PROFILES_DIR=profiles"
+	@echo "Query the lakehouse:  dbt show --inline \"select * from silver.customers\" --limit 5"
 	@echo "Docs with lineage:    make docs   (then open http://127.0.0.1:8080)"
 
 ## Checks ------------------------------------------------------------------------------------
@@ -68,8 +70,13 @@ docs: install
 	dbt docs generate
 	dbt docs serve --host 127.0.0.1 --port 8080 --no-browser
 
+# Regenerate sample/ from a private PostgreSQL through real Debezium (about a minute).
 sample: install-dev
-	python -m cdc_lakehouse.sample.generate --out sample --seed 7
+	python -m cdc_lakehouse.sample.build --out sample --seed 7
+
+# The PostgreSQL oracle alone (part of `make test`); `make oracle SEEDS=50` is the slow mode.
+oracle: install-dev
+	CDC_ORACLE_SEEDS=$(or $(SEEDS),3) pytest tests/python/test_oracle.py tests/python/test_oracle_faults.py
 
 clean:
 	rm -rf .lakehouse target logs

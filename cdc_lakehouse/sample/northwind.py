@@ -7,6 +7,7 @@ used by `sample/expected/*.jsonl`, so Spark output can be compared with those fi
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Mapping
@@ -100,11 +101,12 @@ PRODUCTS = Table(
         Column("discontinued", "boolean"),
         Column("description", "text", external=True),
         Column("attributes", "jsonb"),
+        Column("thumbnail", "bytea"),
         Column("updated_at", "timestamptz"),
     ),
     key=("product_id",),
     topic="northwind.public.products",
-    shape="envelope",
+    shape="flattened",
 )
 
 ORDERS = Table(
@@ -139,7 +141,7 @@ ORDER_DETAILS = Table(
     ),
     key=("order_id", "product_id"),
     topic="northwind.public.order_details",
-    shape="flattened",
+    shape="envelope",
     foreign_keys=(
         "FOREIGN KEY (order_id) REFERENCES orders (order_id)",
         "FOREIGN KEY (product_id) REFERENCES products (product_id)",
@@ -204,8 +206,9 @@ def canonical_value(pg_type: str, value: Any) -> Any:
 
     numeric: string with exactly the column's scale; date: `YYYY-MM-DD`; timestamp:
     `YYYY-MM-DDTHH:MM:SS.ffffff`; timestamptz: same in UTC with a `Z` (a naive datetime is taken
-    as UTC); json/jsonb: the parsed value, object keys sorted; uuid: lower-case string; arrays:
-    lists; null: None. Accepts Python values (Decimal, date, datetime, dict, ...) or strings.
+    as UTC); json/jsonb: the parsed value, object keys sorted; uuid: lower-case string; bytea:
+    base64; arrays: lists; null: None. Accepts Python values (Decimal, date, datetime, dict, ...)
+    or strings.
     """
     if value is None:
         return None
@@ -294,6 +297,12 @@ def _canonical_int(value: Any) -> int:
     return int(value)
 
 
+def _canonical_bytea(value: Any) -> str:
+    if isinstance(value, str):  # already base64 text
+        return base64.b64encode(base64.b64decode(value, validate=True)).decode()
+    return base64.b64encode(bytes(value)).decode()
+
+
 _CONVERTERS = {
     "text": str,
     "varchar": str,
@@ -308,4 +317,5 @@ _CONVERTERS = {
     "json": _canonical_json,
     "jsonb": _canonical_json,
     "uuid": lambda v: str(uuid.UUID(str(v))),
+    "bytea": _canonical_bytea,
 }
