@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,3 +28,41 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# The oracle's seeds: 3 in CI, more with `--oracle-seeds N` or CDC_ORACLE_SEEDS=N (slow mode).
+DEFAULT_ORACLE_SEEDS = 3
+FIRST_ORACLE_SEED = 1001
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--oracle-seeds",
+        type=int,
+        default=None,
+        help=f"PostgreSQL oracle seeds (default {DEFAULT_ORACLE_SEEDS}, env CDC_ORACLE_SEEDS)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "oracle_seed" in metafunc.fixturenames:
+        count = metafunc.config.getoption("--oracle-seeds") or int(
+            os.environ.get("CDC_ORACLE_SEEDS", DEFAULT_ORACLE_SEEDS)
+        )
+        seeds = [FIRST_ORACLE_SEED + i for i in range(count)]
+        metafunc.parametrize("oracle_seed", seeds, ids=[f"seed{s}" for s in seeds])
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from oracle import REPORT
+
+    REPORT.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The oracle's figures (also what the README quotes), when oracle tests ran."""
+    from oracle import REPORT, summarize
+
+    if REPORT.exists():
+        terminalreporter.write_sep("=", "PostgreSQL oracle")
+        terminalreporter.write_line(summarize(REPORT))

@@ -1,0 +1,140 @@
+"""The correctness oracle: a real PostgreSQL is the truth, the lake must equal it cell by cell.
+
+`OracleRun` ties one source (PostgreSQL + seeded workload + capture tool, see
+`cdc_lakehouse.sample.harness`) to one private lakehouse, builds it with `dbt build` and
+compares every silver table with PostgreSQL. Figures of every comparison (events landed, rows
+compared, mismatches, faults injected) are appended to `artifacts/oracle-report.jsonl`, which
+pytest prints at the end of the session (conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from lakehouse import REPO, diff_states, lake_state, run_dbt
+
+from cdc_lakehouse.pg import TemporaryPostgres
+from cdc_lakehouse.sample import northwind
+from cdc_lakehouse.sample.harness import SourceHarness
+
+REPORT = REPO / "artifacts" / "oracle-report.jsonl"
+
+
+class OracleRun:
+    """One seeded history: `source` (the harness), `landing` (what dbt reads), `lakehouse`."""
+
+    def __init__(self, pg: TemporaryPostgres, root: Path, seed: int, *, scale: float = 0.5):
+        self.root = root
+        self.seed = seed
+        self.captured = root / "captured"  # where the capture tool writes
+        self.landing = root / "landing"  # what dbt reads (a copy, so faults can reorder it)
+        self.lakehouse = root / "lakehouse"
+        self.source = SourceHarness(
+            pg, landing=self.captured, state_dir=root / "capture-state", seed=seed, scale=scale
+        )
+        self.builds = 0
+        self.faults: list[str] = []
+        self.compared = {"rows": 0, "cells": 0, "mismatches": 0}
+
+    # -- source side ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Schema, initial rows, and the initial snapshot captured."""
+        self.source.setup()
+        self.source.capture()
+
+    def phase(self, phase: int, transactions: int) -> list[Path]:
+        """Run one workload phase and capture it; returns the new landing files."""
+        before = set(self.captured_files())
+        self.source.run_phase(phase, transactions)
+        self.source.capture()
+        return sorted(set(self.captured_files()) - before)
+
+    def captured_files(self) -> list[Path]:
+        return sorted(self.captured.rglob("*.json"))
+
+    def deliver(self, files: list[Path] | None = None) -> None:
+        """Copy captured files (default: all not delivered yet) into the landing zone dbt reads."""
+        for path in files if files is not None else self.captured_files():
+            target = self.landing / path.relative_to(self.captured)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+
+    # -- lake side --------------------------------------------------------------------------
+    def build_command(self, export: str) -> tuple[list[str], dict[str, Any]]:
+        args = ["build", "--exclude-resource-type", "unit_test"]
+        variables = {
+            "cdc_landing_root": str(self.landing),
+            "cdc_export_dir": str(self.export_dir(export)),
+        }
+        return args, variables
+
+    def export_dir(self, export: str) -> Path:
+        return self.lakehouse / "exports" / export
+
+    def build(self, export: str) -> Path:
+        args, variables = self.build_command(export)
+        started = time.monotonic()
+        run_dbt(args, lakehouse=self.lakehouse, variables=variables)
+        self.builds += 1
+        self.last_build_seconds = time.monotonic() - started
+        return self.export_dir(export)
+
+    def assert_lake_equals_database(self, export_dir: Path, label: str) -> None:
+        """Every silver table equals its PostgreSQL table; fail listing the differing rows."""
+        expected_rows = self.source.expected_state()
+        problems: list[str] = []
+        for table in northwind.TABLES:
+            expected = {tuple(row[k] for k in table.key): row for row in expected_rows[table.name]}
+            actual = lake_state(export_dir, table)
+            diff = diff_states(expected, actual)
+            self.compared["rows"] += len(expected)
+            self.compared["cells"] += len(expected) * len(table.columns)
+            self.compared["mismatches"] += len(diff)
+            problems += [f"{table.name}: {line}" for line in diff[:25]]
+        self.report(label)
+        assert not problems, (
+            f"seed {self.seed}, {label}: the lake differs from PostgreSQL "
+            f"({len(problems)} differences shown):\n" + "\n".join(problems)
+        )
+
+    def events_landed(self) -> int:
+        return sum(len(p.read_text().splitlines()) for p in self.landing.rglob("*.json"))
+
+    def report(self, label: str) -> None:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "seed": self.seed,
+            "label": label,
+            "events_landed": self.events_landed(),
+            "files_landed": len(list(self.landing.rglob("*.json"))),
+            "builds": self.builds,
+            "faults": self.faults,
+            **self.compared,
+        }
+        with REPORT.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def summarize(report: Path) -> str:
+    """One paragraph of figures from the report lines of a test session."""
+    entries = [json.loads(line) for line in report.read_text().splitlines() if line]
+    histories: dict[int, dict[str, Any]] = {}
+    for entry in entries:
+        histories[entry["seed"]] = entry  # the last comparison of each seed holds its totals
+    plain = [e for e in histories.values() if not e["faults"]]
+    faulted = [e for e in histories.values() if e["faults"]]
+    comparisons = len(entries)
+    return (
+        f"seeds: {len(plain)} oracle + {len(faulted)} fault histories; "
+        f"comparisons (phase ends): {comparisons}; "
+        f"events landed: {sum(e['events_landed'] for e in histories.values())}; "
+        f"faults injected: {sum(len(e['faults']) for e in faulted)}; "
+        f"rows compared: {sum(e['rows'] for e in histories.values())} "
+        f"({sum(e['cells'] for e in histories.values())} cells); "
+        f"mismatches: {sum(e['mismatches'] for e in histories.values())}"
+    )
