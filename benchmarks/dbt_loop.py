@@ -1,0 +1,62 @@
+"""Many small incremental runs in one process: land a batch, `dbt run`, repeat.
+
+dbt's programmatic runner keeps the SparkSession (and its JVM) between invocations, so each
+run costs what the pipeline does rather than a JVM start: this is how the benchmark reaches the
+state of a table after many scheduled runs (many snapshots, small files, merge-on-read deletes)
+in minutes. Prints one JSON line with the seconds of each run.
+
+    python -m benchmarks.dbt_loop --project P --lakehouse H --landing L --runs 30 --batch 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.generate import append_batch
+from benchmarks.project import REPO
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dbt_loop", description=__doc__)
+    parser.add_argument("--project", type=Path, required=True)
+    parser.add_argument("--lakehouse", type=Path, required=True)
+    parser.add_argument("--landing", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=2_000, help="events landed before each run")
+    args = parser.parse_args(argv)
+    lakehouse, landing = args.lakehouse.resolve(), args.landing.resolve()
+    os.environ.update(
+        DBT_PROFILES_DIR=str(REPO / "profiles"),
+        CDC_LAKEHOUSE_DIR=str(lakehouse),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+    )
+    os.chdir(args.project)
+    from dbt.cli.main import dbtRunner
+
+    runner = dbtRunner()
+    command = [
+        "run", "--quiet",
+        "--target-path", str(lakehouse / "target"),
+        "--log-path", str(lakehouse / "logs"),
+        "--vars", json.dumps({"cdc_landing_root": str(landing)}),
+    ]  # fmt: skip
+    seconds = []
+    for _ in range(args.runs):
+        append_batch(landing, events=args.batch, workers=1)
+        started = time.monotonic()
+        result = runner.invoke(command)
+        if not result.success:
+            print(json.dumps({"error": str(result.exception), "seconds": seconds}), flush=True)
+            os._exit(1)
+        seconds.append(round(time.monotonic() - started, 2))
+    print(json.dumps({"runs": args.runs, "batch": args.batch, "seconds": seconds}), flush=True)
+    os._exit(0)  # the JVM's non-daemon threads would keep a normal exit waiting
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

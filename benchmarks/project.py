@@ -1,0 +1,177 @@
+"""The benchmark's dbt project: one table through the same layers as the real project.
+
+A small project is written to a scratch folder: the flatten Python model is this repo's own
+file (`python_models/flatten/northwind/flat_northwind__customers.py`, the decoder behind it),
+the staging and silver models are the few lines the README's "Add a table" asks for, and
+`macros/`, `profiles/` and `jars/` are links to this repo's. The project is named
+`cdc_lakehouse` like the real one, so `adapter.dispatch(..., 'cdc_lakehouse')` resolves.
+
+Every dbt command runs in its own process against a private lakehouse folder
+(`CDC_LAKEHOUSE_DIR`), with `--target-path` and `--log-path` under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.generate import KEY
+from benchmarks.measure import Measured, run_measured
+
+REPO = Path(__file__).resolve().parents[1]
+DBT = Path(sys.executable).with_name("dbt")
+FLATTEN_MODEL = REPO / "python_models" / "flatten" / "northwind" / "flat_northwind__customers.py"
+
+
+def project_config() -> dict[str, Any]:
+    """The benchmark project's dbt_project.yml: the real project's layer settings (file format,
+    materializations, strategies, table properties, hooks), so the benchmark measures what the
+    real project runs, plus the bench source's landing settings."""
+    real = yaml.safe_load((REPO / "dbt_project.yml").read_text())["models"]["cdc_lakehouse"]
+
+    def settings(layer: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in layer.items() if key.startswith("+")}
+
+    flatten = settings(real["flatten"])
+    flatten["bench"] = {
+        "+cdc_landing": {
+            "shape": "envelope",
+            "decimal_handling_mode": "precise",
+            "time_precision_mode": "adaptive",
+        }
+    }
+    return {
+        "name": "cdc_lakehouse",
+        "version": "0.1.0",
+        "config-version": 2,
+        "profile": "cdc_lakehouse",
+        "model-paths": ["models", "python_models"],
+        "macro-paths": ["macros"],
+        "models": {
+            "cdc_lakehouse": {
+                **settings(real),
+                "flatten": flatten,
+                "staging": settings(real["staging"]),
+                "silver": settings(real["silver"]),
+            }
+        },
+    }
+
+
+STAGING_SQL = """\
+with source as (
+    select * from {{ ref('flat_bench__items') }}
+),
+
+changes as (
+    select
+        {{- cdc_staging_columns(ref('flat_bench__items'), ['%(key)s']) }}
+    from source
+    where _cdc_reject_reason is null
+)
+
+select * from changes
+"""
+
+SILVER_SQL = """\
+{{ cdc_current_state(
+    ref('stg_bench__items_changes'),
+    unique_key=['%(key)s'],
+    delete_mode='hard',
+) }}
+"""
+
+SILVER = "silver.items"
+BRONZE = "bronze.flat_bench__items"
+
+
+def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
+    """Write the project to `folder` (kept if it exists) for a topic's `cdc_table` config."""
+    folder = Path(folder)
+    if (folder / "dbt_project.yml").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dbt_project.yml").write_text(yaml.safe_dump(project_config(), sort_keys=False))
+    for name in ("macros", "profiles", "jars"):
+        (folder / name).symlink_to(REPO / name)
+    flatten = folder / "python_models" / "flatten" / "bench"
+    staging = folder / "models" / "staging" / "bench"
+    silver = folder / "models" / "silver"
+    for path in (flatten, staging, silver):
+        path.mkdir(parents=True)
+    (flatten / "flat_bench__items.py").write_text(FLATTEN_MODEL.read_text())
+    flatten_yml = {
+        "version": 2,
+        "models": [{"name": "flat_bench__items", "config": {"cdc_table": dict(cdc_table)}}],
+    }
+    (flatten / "_bench__flatten.yml").write_text(yaml.safe_dump(flatten_yml, sort_keys=False))
+    (staging / "stg_bench__items_changes.sql").write_text(STAGING_SQL % {"key": KEY})
+    (silver / "items.sql").write_text(SILVER_SQL % {"key": KEY})
+    silver_yml = {
+        "version": 2,
+        "models": [
+            {
+                "name": "items",
+                "description": "One row per item, current state, hard deletes applied.",
+                "columns": [{"name": KEY, "data_tests": ["unique", "not_null"]}],
+            }
+        ],
+    }
+    (silver / "_silver.yml").write_text(yaml.safe_dump(silver_yml, sort_keys=False))
+    return folder
+
+
+def spark_env(lakehouse: Path, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of a dbt or reference process on the private lakehouse `lakehouse`."""
+    return {
+        **os.environ,
+        "DBT_PROFILES_DIR": str(REPO / "profiles"),
+        "CDC_LAKEHOUSE_DIR": str(lakehouse),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        **(overrides or {}),
+    }
+
+
+def dbt_command(args: Sequence[str], lakehouse: Path, landing: Path) -> list[str]:
+    return [
+        str(DBT), *args,
+        "--target-path", str(lakehouse / "target"),
+        "--log-path", str(lakehouse / "logs"),
+        "--vars", json.dumps({"cdc_landing_root": str(landing)}),
+    ]  # fmt: skip
+
+
+def run_dbt(
+    project: Path,
+    args: Sequence[str],
+    *,
+    lakehouse: Path,
+    landing: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 3600,
+) -> Measured:
+    """`dbt <args>` in the project, measured; raises with dbt's output when it fails."""
+    result = run_measured(
+        dbt_command(args, lakehouse, landing),
+        cwd=project,
+        env=spark_env(lakehouse, env),
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-60:])
+        raise RuntimeError(f"dbt {' '.join(args)} failed ({result.returncode}):\n{tail}")
+    return result
+
+
+def model_timings(lakehouse: Path) -> dict[str, float]:
+    """Seconds per node of the last dbt invocation (`run_results.json`)."""
+    results = json.loads((lakehouse / "target" / "run_results.json").read_text())
+    return {
+        r["unique_id"].split(".", 2)[-1]: round(r["execution_time"], 2) for r in results["results"]
+    }

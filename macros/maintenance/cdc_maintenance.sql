@@ -1,0 +1,107 @@
+{#
+  Iceberg table maintenance as dbt operations, through Iceberg's Spark procedures
+  (`call <catalog>.system.<procedure>`; the embedded profile's Iceberg catalog is `spark_catalog`).
+  Every operation takes `tables` (a list of `schema.table` names) and otherwise acts on every
+  Iceberg table the project builds (models materialized as table or incremental, plus the
+  `<silver>__cdc_tombstones` tables beside silver models):
+
+    dbt run-operation cdc_compact
+    dbt run-operation cdc_compact --args '{tables: [silver.customers]}'
+    dbt run-operation cdc_expire_snapshots --args '{older_than: "2024-06-01 00:00:00", retain_last: 5}'
+    dbt run-operation cdc_remove_orphan_files --args '{dry_run: true}'
+
+  Run them when no `dbt build` writes the same tables (Iceberg retries conflicting commits, but a
+  compaction racing a merge wastes the work of one of them).
+#}
+
+{#- `schema.table` names of the project's Iceberg tables that exist, or `tables` as given. -#}
+{% macro cdc_maintenance_tables(tables=none) %}
+    {%- if tables is not none -%}
+        {{ return([tables] if tables is string else tables) }}
+    {%- endif -%}
+    {%- set found = [] -%}
+    {%- for node in graph.nodes.values() -%}
+        {%- set materialized = node.config.get('materialized') -%}
+        {%- if node.resource_type == 'model' and materialized in ('table', 'incremental')
+            and node.config.get('file_format') == 'iceberg' -%}
+            {%- set names = [node.alias] -%}
+            {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
+                {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
+            {%- endif -%}
+            {%- for name in names -%}
+                {%- if adapter.get_relation(node.database, node.schema, name) is not none -%}
+                    {%- do found.append(node.schema ~ '.' ~ name) -%}
+                {%- endif -%}
+            {%- endfor -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(found) }}
+{% endmacro %}
+
+
+{#- Run one procedure call and log its result row (counts of files and bytes it touched). -#}
+{% macro cdc_call_procedure(table, call) %}
+    {%- set result = run_query(call) -%}
+    {%- set parts = [] -%}
+    {%- if result is not none and result.rows | length > 0 -%}
+        {%- for name in result.column_names -%}
+            {%- do parts.append(name ~ '=' ~ result.rows[0][loop.index0]) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ log(table ~ ': ' ~ (parts | join(', ') or 'done'), info=True) }}
+    {{ return(result) }}
+{% endmacro %}
+
+
+{#
+  Compaction: rewrite small data files, and data files that merge-on-read deletes point at,
+  into files of `target_file_size_mb` (default: the table's `write.target-file-size-bytes`,
+  512 MiB); then rewrite the position-delete files still needed and drop the dangling ones. A
+  merge-on-read table reads as fast as a freshly written one afterwards.
+#}
+{% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog') %}
+    {%- set options = ["'min-input-files', '2'", "'delete-file-threshold', '1'", "'remove-dangling-deletes', 'true'"] -%}
+    {%- if target_file_size_mb is not none -%}
+        {%- do options.append("'target-file-size-bytes', '" ~ (target_file_size_mb * 1048576) | int ~ "'") -%}
+    {%- endif -%}
+    {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_data_files(table => '"
+            ~ table ~ "', options => map(" ~ options | join(', ') ~ "))") -%}
+        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_position_delete_files(table => '"
+            ~ table ~ "', options => map('rewrite-all', 'true'))") -%}
+    {%- endfor -%}
+{% endmacro %}
+
+
+{#
+  Forget snapshots older than `older_than` (a timestamp string; default: Iceberg's, 5 days),
+  keeping at least the last `retain_last`, and delete the files only they referenced. Time
+  travel to an expired snapshot is no longer possible.
+#}
+{% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog') %}
+    {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- set args = ["table => '" ~ table ~ "'", "retain_last => " ~ retain_last] -%}
+        {%- if older_than is not none -%}
+            {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
+        {%- endif -%}
+        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.expire_snapshots(" ~ args | join(', ') ~ ")") -%}
+    {%- endfor -%}
+{% endmacro %}
+
+
+{#
+  Delete files in a table's folder that no snapshot references (left by failed or killed
+  writes) and that are older than `older_than` (default: Iceberg's, 3 days; files younger than
+  that may belong to a write in progress, and Iceberg refuses anything under 24 hours).
+  `dry_run: true` only lists them.
+#}
+{% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog') %}
+    {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- set args = ["table => '" ~ table ~ "'", "dry_run => " ~ (dry_run | string | lower)] -%}
+        {%- if older_than is not none -%}
+            {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
+        {%- endif -%}
+        {%- set result = run_query("call " ~ catalog ~ ".system.remove_orphan_files(" ~ args | join(', ') ~ ")") -%}
+        {{ log(table ~ ': ' ~ (result.rows | length) ~ ' orphan file(s) ' ~ ('found' if dry_run else 'removed'), info=True) }}
+    {%- endfor -%}
+{% endmacro %}
