@@ -1,0 +1,494 @@
+{#
+  Body of an SCD type 2 history model:
+  `{{ cdc_history(ref('stg_<source>__<entity>_changes'), unique_key=[...], ignore_columns=[...], delete_mode='hard') }}`
+  One row per version of each key, `valid_from` / `valid_to` from the source commit time (ties
+  broken by `_cdc_seq`). `ignore_columns` (or model config `cdc_history_ignore_columns`): a change
+  of only these columns opens no version. Delete mode as in silver: `soft` adds a deletion-marker
+  row. Full build: the whole change log. Incremental run (strategy `cdc_history`): every key
+  touched by changes loaded since the table's watermark is recomputed from the whole change log.
+#}
+{% macro cdc_history(changes, unique_key, ignore_columns=none, delete_mode=none) %}
+    {%- set keys = [unique_key] if unique_key is string else unique_key -%}
+    {%- set mode = delete_mode or config.get('cdc_delete_mode') or var('cdc_delete_mode', 'hard') -%}
+    {%- set ignored = ignore_columns if ignore_columns is not none else config.get('cdc_history_ignore_columns', []) -%}
+    {#- At parse time config.get() returns ''. -#}
+    {%- set ignored = ([ignored] if ignored is string else ignored) if ignored else [] -%}
+    {{ config(unique_key=keys, cdc_delete_mode=mode, cdc_history_ignore_columns=ignored) }}
+    {%- if execute and config.get('incremental_strategy') != 'cdc_history' -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": a cdc_history model needs incremental_strategy 'cdc_history'") }}
+    {%- endif -%}
+    {{ return(adapter.dispatch('cdc_history', 'cdc_lakehouse')(changes, keys, ignored, mode)) }}
+{% endmacro %}
+
+
+{#- Columns a history model adds after the source columns, in order. -#}
+{% macro cdc_history_columns() %}
+    {{ return([
+        'valid_from', 'valid_to', 'is_current', '_cdc_is_deleted', '_cdc_op',
+        '_cdc_valid_from_seq', '_cdc_valid_to_seq', '_cdc_source_ts', '_cdc_tx_id',
+        '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at',
+    ]) }}
+{% endmacro %}
+
+
+{% macro default__cdc_history(changes, keys, ignore_columns, delete_mode) %}
+{%- set q = adapter.quote -%}
+{%- set key_list = cdc_column_list(keys) -%}
+{%- set attributes = cdc_source_column_names(changes) | reject('in', keys) | list -%}
+{%- if execute -%}
+    {%- for column in attributes if column in ('valid_from', 'valid_to', 'is_current') -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": source column " ~ column ~ " clashes with a history column") }}
+    {%- endfor -%}
+    {%- for column in ignore_columns if column not in attributes -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": cdc_history_ignore_columns names " ~ column ~ ", not an attribute column of " ~ changes) }}
+    {%- endfor -%}
+{%- endif -%}
+{%- set tracked = attributes | reject('in', ignore_columns) | list -%}
+{#- Versions of a key in true order; a truncate sorts after an event of the same sequence. -#}
+{%- set by_key = "partition by " ~ key_list ~ " order by _cdc_seq, _cdc_op = 't'" -%}
+{%- set node_keys = [] -%}
+{%- for column in keys -%}
+    {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
+{%- endfor %}
+
+with
+
+changes as (
+    select * from {{ changes }}
+),
+
+{%- if is_incremental() %}
+
+new_changes as (
+    select * from changes
+    where _cdc_loaded_at > {{ cdc_watermark(this) }}
+),
+
+batch_high_watermark as (
+    select max(_cdc_loaded_at) as _cdc_batch_loaded_at
+    from new_changes
+),
+
+touched_keys as (
+    select distinct {{ key_list }}
+    from new_changes
+    where _cdc_op != 't'
+),
+
+{#- A primary-key change is a delete and a create at one sequence: the new key's unchanged TOAST
+    values come from the old key, so keys linked that way are recomputed together. -#}
+key_change_seqs as (
+    select _cdc_seq
+    from changes
+    where _cdc_op in ('c', 'd')
+    group by _cdc_seq
+    having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+),
+
+key_change_keys as (
+    select distinct {{ key_list }}
+    from changes
+    left semi join key_change_seqs using (_cdc_seq)
+    where _cdc_op in ('c', 'd')
+),
+
+{#- A new truncate closes every version open before it: all keys are recomputed. -#}
+scope as (
+    select
+        (select count(*) from new_changes where _cdc_op = 't') > 0 as _cdc_all_keys,
+        (
+            select count(*)
+            from touched_keys
+            left semi join key_change_keys using ({{ key_list }})
+        ) > 0 as _cdc_linked_keys
+),
+
+affected_keys as (
+    select {{ key_list }} from touched_keys
+    union
+    select {{ key_list }}
+    from key_change_keys
+    cross join scope
+    where scope._cdc_linked_keys
+    union
+    select {{ key_list }}
+    from changes
+    cross join scope
+    where changes._cdc_op != 't' and scope._cdc_all_keys
+),
+
+scoped_changes as (
+    select changes.*
+    from changes
+    left semi join affected_keys
+        on
+            {%- for column in keys %}
+            changes.{{ q(column) }} = affected_keys.{{ q(column) }}{{ " and" if not loop.last }}
+            {%- endfor %}
+    union all
+    select * from changes
+    where _cdc_op = 't'
+),
+{%- else %}
+
+scoped_changes as (
+    select * from changes
+),
+{%- endif %}
+
+{#- Redelivered copies of an event (same key, same sequence) collapse to the first delivered. -#}
+events as (
+    select
+        {%- for column in keys + attributes %}
+        {{ q(column) }},
+        {%- endfor %}
+        _cdc_op,
+        _cdc_seq,
+        _cdc_source_ts,
+        _cdc_tx_id,
+        split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable,
+        _cdc_file,
+        _cdc_line,
+        _cdc_offset,
+        _cdc_loaded_at
+    from (
+        select
+            *,
+            row_number() over (
+                partition by {{ key_list }}, _cdc_seq
+                order by coalesce(_cdc_offset, -1), _cdc_file, _cdc_line
+            ) as _cdc_copy
+        from scoped_changes
+        where _cdc_op != 't'
+    ) as copies
+    where _cdc_copy = 1
+),
+
+truncates as (
+    select
+        _cdc_seq,
+        _cdc_source_ts,
+        _cdc_tx_id,
+        _cdc_file,
+        _cdc_line,
+        _cdc_offset,
+        _cdc_loaded_at
+    from (
+        select
+            *,
+            row_number() over (
+                partition by _cdc_seq
+                order by coalesce(_cdc_offset, -1), _cdc_file, _cdc_line
+            ) as _cdc_copy
+        from scoped_changes
+        where _cdc_op = 't'
+    ) as copies
+    where _cdc_copy = 1
+),
+
+key_starts as (
+    select
+        {{ key_list }},
+        min(_cdc_seq) as _cdc_first_seq
+    from events
+    group by {{ key_list }}
+),
+
+{#- Each key's events, and every truncate after its first event as a closing event of the key. -#}
+timeline as (
+    select * from events
+    union all
+    select
+        {%- for column in keys %}
+        key_starts.{{ q(column) }},
+        {%- endfor %}
+        {%- for column in attributes %}
+        null as {{ q(column) }},
+        {%- endfor %}
+        't' as _cdc_op,
+        truncates._cdc_seq,
+        truncates._cdc_source_ts,
+        truncates._cdc_tx_id,
+        cast(array() as array<string>) as _cdc_unavailable,
+        truncates._cdc_file,
+        truncates._cdc_line,
+        truncates._cdc_offset,
+        truncates._cdc_loaded_at
+    from key_starts
+    inner join truncates on key_starts._cdc_first_seq < truncates._cdc_seq
+),
+
+{#- A delete or a truncate starts a new generation of the key: values never carry across it.
+    Commit times only grow along a key's events (row locks); the running maximum keeps the
+    intervals ordered even if a source clock went back. -#}
+sequenced as (
+    select
+        *,
+        coalesce(
+            sum(case when _cdc_op in ('d', 't') then 1 else 0 end) over (
+                {{ by_key }} rows between unbounded preceding and 1 preceding
+            ),
+            0
+        ) as _cdc_generation,
+        lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op,
+        max(_cdc_source_ts) over ({{ by_key }} rows between unbounded preceding and current row)
+            as _cdc_valid_from
+    from timeline
+),
+
+{#- Latest value sent for each column in the key's generation, skipping unchanged-TOAST
+    placeholders and closing events. -#}
+carried as (
+    select
+        *
+        {%- for column in attributes %},
+        last(
+            case
+                when _cdc_op not in ('d', 't') and not array_contains(_cdc_unavailable, '{{ column }}')
+                    then named_struct('g', _cdc_generation, 'v', {{ q(column) }})
+            end,
+            true
+        ) over ({{ by_key }} rows between unbounded preceding and current row)
+            as {{ q('_cdc_carried__' ~ column) }}
+        {%- endfor %}
+    from sequenced
+),
+
+{#- A generation started by a primary-key change finds a value never sent in it under the old
+    key, as it was at the delete, or further up a chain of key changes (up to 64). -#}
+donors as (
+    select
+        _cdc_seq as _cdc_donor_seq,
+        {%- for column in keys %}
+        {{ q(column) }} as {{ q('_cdc_donor__' ~ column) }},
+        {%- endfor %}
+        _cdc_generation as _cdc_donor_generation
+        {%- for column in attributes %},
+        case
+            when {{ q('_cdc_carried__' ~ column) }}.g = _cdc_generation
+                then named_struct('v', {{ q('_cdc_carried__' ~ column) }}.v)
+        end as {{ q('_cdc_found__' ~ column) }}
+        {%- endfor %}
+    from (
+        select
+            *,
+            count(*) over (partition by _cdc_seq) as _cdc_deletes_at_seq
+        from carried
+        where _cdc_op = 'd'
+    ) as deletes
+    where _cdc_deletes_at_seq = 1
+),
+
+key_change_links as (
+    select
+        to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'starts') }}), 'g', starts._cdc_generation)) as _cdc_node,
+        to_json(named_struct('k', named_struct(
+            {%- for column in keys -%}
+            '{{ column }}', donors.{{ q('_cdc_donor__' ~ column) }}{{ ", " if not loop.last }}
+            {%- endfor -%}
+        ), 'g', donors._cdc_donor_generation)) as _cdc_parent,
+        named_struct(
+            {%- for column in attributes %}
+            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        ) as _cdc_found
+    from carried as starts
+    inner join donors
+        on
+            starts._cdc_seq = donors._cdc_donor_seq
+            and not (
+                {%- for column in keys %}
+                starts.{{ q(column) }} <=> donors.{{ q('_cdc_donor__' ~ column) }}
+                {{- " and" if not loop.last }}
+                {%- endfor %}
+            )
+    where
+        starts._cdc_op = 'c'
+        and coalesce(starts._cdc_previous_op in ('d', 't'), true)
+),
+
+key_change_map as (
+    select
+        map_from_entries(
+            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
+        ) as _cdc_links
+    from key_change_links
+),
+
+key_changes as (
+    select
+        _cdc_node,
+        aggregate(
+            sequence(1, 64),
+            named_struct('parent', _cdc_parent, 'found', _cdc_found),
+            (acc, i) -> case
+                when acc.parent is null or not map_contains_key(_cdc_links, acc.parent)
+                    then named_struct('parent', cast(null as string), 'found', acc.found)
+                else named_struct(
+                    'parent', _cdc_links[acc.parent].parent,
+                    'found', named_struct(
+                        {%- for column in attributes %}
+                        '{{ column }}', coalesce(acc.found.{{ q(column) }}, _cdc_links[acc.parent].found.{{ q(column) }}){{ "," if not loop.last }}
+                        {%- endfor %}
+                    )
+                )
+            end
+        ).found as _cdc_found
+    from key_change_links
+    cross join key_change_map
+),
+
+{#- Every event with its full row image; closing events carry the last values of the key. -#}
+resolved as (
+    select
+        {%- for column in keys %}
+        carried.{{ q(column) }},
+        {%- endfor %}
+        {%- for column in attributes %}
+        case
+            when carried.{{ q('_cdc_carried__' ~ column) }}.g = carried._cdc_generation
+                then carried.{{ q('_cdc_carried__' ~ column) }}.v
+            when links._cdc_found.{{ q(column) }} is not null
+                then links._cdc_found.{{ q(column) }}.v
+        end as {{ q(column) }},
+        {%- endfor %}
+        carried._cdc_op,
+        carried._cdc_seq,
+        carried._cdc_source_ts,
+        carried._cdc_tx_id,
+        carried._cdc_file,
+        carried._cdc_line,
+        carried._cdc_offset,
+        carried._cdc_loaded_at,
+        carried._cdc_previous_op,
+        carried._cdc_valid_from
+    from carried
+    left join key_changes as links
+        on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'carried') }}), 'g', carried._cdc_generation))
+),
+
+compared as (
+    select
+        *
+        {%- for column in tracked %},
+        lag({{ q(column) }}) over ({{ by_key }}) as {{ q('_cdc_previous__' ~ column) }}
+        {%- endfor %}
+    from resolved
+),
+
+{#- A version opens at the first event after nothing or a closing event, and at every change of
+    a tracked column; a closing event after a version ends it. -#}
+boundaries as (
+    select *
+    from compared
+    where
+        case
+            when _cdc_op in ('d', 't') then coalesce(_cdc_previous_op not in ('d', 't'), true)
+            when coalesce(_cdc_previous_op in ('d', 't'), true) then true
+            else not (
+                true
+                {%- for column in tracked %}
+                and {{ q(column) }} <=> {{ q('_cdc_previous__' ~ column) }}
+                {%- endfor %}
+            )
+        end
+),
+
+intervals as (
+    select
+        *,
+        lead(_cdc_valid_from) over ({{ by_key }}) as _cdc_valid_to,
+        lead(_cdc_seq) over ({{ by_key }}) as _cdc_next_seq
+    from boundaries
+),
+
+versions as (
+    select
+        {%- for column in keys + attributes %}
+        {{ q(column) }},
+        {%- endfor %}
+        _cdc_valid_from as valid_from,
+        _cdc_valid_to as valid_to,
+        _cdc_valid_to is null as is_current,
+        _cdc_op in ('d', 't') as _cdc_is_deleted,
+        _cdc_op,
+        _cdc_seq as _cdc_valid_from_seq,
+        _cdc_next_seq as _cdc_valid_to_seq,
+        _cdc_source_ts,
+        _cdc_tx_id,
+        _cdc_file,
+        _cdc_line,
+        _cdc_offset,
+        _cdc_loaded_at
+    from intervals
+    {%- if delete_mode != 'soft' %}
+    where _cdc_op not in ('d', 't')
+    {%- endif %}
+),
+
+{%- if is_incremental() %}
+
+{#- Rows of the recomputed keys that no longer exist (a late event merged or split them). -#}
+stale_versions as (
+    select
+        {%- for column in keys %}
+        {{ q(column) }},
+        {%- endfor %}
+        _cdc_valid_from_seq
+    from {{ this }}
+    left semi join affected_keys using ({{ key_list }})
+    left anti join versions using ({{ key_list }}, _cdc_valid_from_seq)
+),
+
+final as (
+    select
+        versions.*,
+        'upsert' as _cdc_action,
+        batch_high_watermark._cdc_batch_loaded_at
+    from versions
+    cross join batch_high_watermark
+    union all
+    select
+        {%- for column in keys %}
+        stale_versions.{{ q(column) }},
+        {%- endfor %}
+        {%- for column in attributes + cdc_history_columns() %}
+        {%- if column == '_cdc_valid_from_seq' %}
+        stale_versions._cdc_valid_from_seq,
+        {%- else %}
+        null as {{ q(column) }},
+        {%- endif %}
+        {%- endfor %}
+        'delete' as _cdc_action,
+        batch_high_watermark._cdc_batch_loaded_at
+    from stale_versions
+    cross join batch_high_watermark
+)
+{%- else %}
+
+final as (
+    select * from versions
+)
+{%- endif %}
+
+select * from final
+{% endmacro %}
+
+
+{#
+  Point-in-time read: the state of each key of history model `history` at `as_of` (a timestamp
+  SQL expression), deleted keys left out. Same columns as the history model.
+#}
+{% macro cdc_as_of(history, as_of) %}
+    select *
+    from {{ history }} as history
+    where {{ cdc_valid_at('history', as_of) }}
+{% endmacro %}
+
+
+{#- Join predicate: the version of history alias `alias` that was live at `at` (a SQL expression). -#}
+{% macro cdc_valid_at(alias, at) %}
+    {{- alias }}.valid_from <= {{ at }}
+    and ({{ alias }}.valid_to > {{ at }} or {{ alias }}.valid_to is null)
+    and not {{ alias }}._cdc_is_deleted
+{%- endmacro %}
