@@ -1,7 +1,8 @@
 {#
-  Post-hook of every silver model. After an incremental run (the cdc_merge strategy left its
-  cached batch) it releases the cache. After a full build it writes what the strategy writes on
-  incremental runs: the tombstones of the whole change log and the watermark.
+  Post-hook of every silver model. After an incremental run (the cdc_merge or cdc_history
+  strategy left its cached batch) it releases the cache. After a full build it writes what the
+  strategy writes on incremental runs: the tombstones of the whole change log (cdc_merge only)
+  and the watermark.
 #}
 {% macro cdc_finalize_merge() %}
     {%- if not execute -%}
@@ -16,25 +17,37 @@
         {{ return('') }}
     {%- endif -%}
 
-    {%- set keys = cdc_key_columns() -%}
     {%- set changes = cdc_upstream_change_log() -%}
-    {%- set tombstones = cdc_tombstones_relation(this) -%}
+    {%- if config.get('incremental_strategy') == 'cdc_history' -%}
+        {% call statement('cdc_set_watermark') %}
+            {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ changes) }}
+        {% endcall %}
+        {{ return('') }}
+    {%- endif -%}
+
+    {%- set keys = cdc_key_columns() -%}
     {% call statement('cdc_rebuild_tombstones') %}
-        create or replace table {{ tombstones }}
-        using iceberg
-        as
-        select
-            {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
-            max(_cdc_seq) as _cdc_seq,
-            max(_cdc_loaded_at) as _cdc_loaded_at
-        from {{ changes }}
-        where
-            _cdc_op = 't'
-            {{- " or _cdc_op = 'd'" if cdc_delete_mode() == 'hard' }}
-        group by {{ cdc_column_list(keys) }}
+        {{ cdc_rebuild_tombstones_sql(this, changes, keys) }}
     {% endcall %}
     {% call statement('cdc_set_watermark') %}
         {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ changes) }}
     {% endcall %}
     {{ return('') }}
+{% endmacro %}
+
+
+{#- Tombstones of the whole change log: the newest delete (hard mode) of each key, and truncates. -#}
+{% macro cdc_rebuild_tombstones_sql(relation, changes, keys) %}
+    create or replace table {{ cdc_tombstones_relation(relation) }}
+    using iceberg
+    as
+    select
+        {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
+        max(_cdc_seq) as _cdc_seq,
+        max(_cdc_loaded_at) as _cdc_loaded_at
+    from {{ changes }}
+    where
+        _cdc_op = 't'
+        {{- " or _cdc_op = 'd'" if cdc_delete_mode() == 'hard' }}
+    group by {{ cdc_column_list(keys) }}
 {% endmacro %}

@@ -1,11 +1,12 @@
 {#
-  Route the custom `cdc_merge` incremental strategy through dbt-spark's incremental
-  materialization, which hard-codes its strategy list. Any other strategy goes to dbt-spark.
+  Route the custom `cdc_merge` (silver) and `cdc_history` (history models) incremental strategies
+  through dbt-spark's incremental materialization, which hard-codes its strategy list. Any other
+  strategy goes to dbt-spark.
 #}
 {% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}
-    {%- if raw_strategy == 'cdc_merge' -%}
+    {%- if raw_strategy in ('cdc_merge', 'cdc_history') -%}
         {%- if file_format != 'iceberg' -%}
-            {{ exceptions.raise_compiler_error("incremental_strategy 'cdc_merge' needs file_format 'iceberg', got " ~ file_format) }}
+            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg', got " ~ file_format) }}
         {%- endif -%}
         {{ return(raw_strategy) }}
     {%- endif -%}
@@ -16,6 +17,8 @@
 {% macro dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates) %}
     {%- if strategy == 'cdc_merge' -%}
         {{ return(get_incremental_cdc_merge_sql(source, target, unique_key)) }}
+    {%- elif strategy == 'cdc_history' -%}
+        {{ return(get_incremental_cdc_history_sql(source, target)) }}
     {%- endif -%}
     {{ return(dbt.dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates)) }}
 {% endmacro %}
@@ -25,6 +28,10 @@
   Apply a resolved batch (the model's incremental select, see cdc_resolve_batch) to silver:
   add new source columns, merge upserts and deletes, apply a truncate, remember deletes as
   tombstones, and return the statement that moves the watermark, so it runs last.
+  Changes to keys silver holds go through a MERGE with only `when matched` clauses (an inner
+  join, so Spark broadcasts the batch and streams silver: no shuffle of the table); keys new to
+  silver are appended. With silver's merge-on-read table properties (dbt_project.yml) the MERGE
+  writes delete files and new rows instead of rewriting every data file a batch touches.
 #}
 {% macro get_incremental_cdc_merge_sql(source, target, unique_key) %}
     {{ return(adapter.dispatch('get_incremental_cdc_merge_sql', 'cdc_lakehouse')(source, target, unique_key)) }}
@@ -42,9 +49,11 @@
 
 {#- A column added at the source: add it to silver; older rows read null. -#}
 {%- set target_names = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+{%- set source_columns = adapter.get_columns_in_relation(source) -%}
+{%- set working_columns = ('_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at') -%}
 {%- set new_columns = [] -%}
-{%- for column in adapter.get_columns_in_relation(source) -%}
-    {%- if column.name not in target_names and column.name not in ('_cdc_action', '_cdc_batch_loaded_at') -%}
+{%- for column in source_columns -%}
+    {%- if column.name not in target_names and column.name not in working_columns -%}
         {%- do new_columns.append(adapter.quote(column.name) ~ ' ' ~ column.data_type) -%}
     {%- endif -%}
 {%- endfor -%}
@@ -60,15 +69,79 @@
     cache table {{ batch }} as select * from {{ source }}
 {% endcall %}
 
-{#- One look at the batch decides which statements are needed: each one is an Iceberg commit. -#}
+{#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
+    Without `_cdc_target_exists` (a replacing batch) everything goes through one MERGE. -#}
+{%- set split = '_cdc_target_exists' in (source_columns | map(attribute='name') | list) -%}
+{%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
 {%- set stats = run_query(
     "select count_if(_cdc_action in ('upsert', 'delete')), count_if(_cdc_action = 'delete'),"
     ~ " max(case when _cdc_action = 'truncate' then _cdc_seq end),"
-    ~ " cast(max(_cdc_batch_loaded_at) as string) from " ~ batch
+    ~ " cast(max(_cdc_batch_loaded_at) as string),"
+    ~ (" count_if(_cdc_action in ('upsert', 'delete') and _cdc_target_exists),"
+       ~ " count_if(_cdc_action in " ~ new_actions ~ " and not _cdc_target_exists)," if split else " 0, 0,")
+    ~ " count_if(_cdc_action = 'replace_marker')"
+    ~ " from " ~ batch
 ).rows[0] -%}
 {%- set n_changes, n_deletes, truncate_seq, newest = stats[0], stats[1], stats[2], stats[3] -%}
+{%- set n_matched, n_new, n_replace_markers = stats[4], stats[5], stats[6] -%}
 
-{%- if n_changes > 0 %}
+{#- A late event made the model resolve the whole change log (cdc_late_changes_found): the
+    result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
+    are rebuilt from the log. -#}
+{%- if n_replace_markers > 0 %}
+    {% call statement('cdc_replace') %}
+        merge into {{ target }} as target
+        using (select * from {{ batch }} where _cdc_action = 'replace') as batch
+            on {{ key_match | join(' and ') }}
+        when matched then update set
+            {%- for column in columns %}
+            target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        when not matched then insert (
+            {%- for column in columns %}
+            {{ adapter.quote(column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        ) values (
+            {%- for column in columns %}
+            batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        )
+        when not matched by source then delete
+    {% endcall %}
+    {% call statement('cdc_rebuild_tombstones') %}
+        {{ cdc_rebuild_tombstones_sql(target, cdc_upstream_change_log(), keys) }}
+    {% endcall %}
+    {{ return(cdc_watermark_sql(target, newest)) }}
+{%- endif %}
+
+{%- if split and n_matched > 0 %}
+{% call statement('cdc_merge') %}
+    merge into {{ target }} as target
+    using (
+        select * from {{ batch }}
+        where _cdc_action in ('upsert', 'delete') and _cdc_target_exists
+    ) as batch
+        on {{ key_match | join(' and ') }}
+    {%- if not soft %}
+    when matched and batch._cdc_action = 'delete' then delete
+    {%- endif %}
+    when matched then update set
+        {%- for column in columns %}
+        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+{% endcall %}
+{%- endif %}
+
+{%- if split and n_new > 0 %}
+{% call statement('cdc_insert') %}
+    insert into {{ target }} ({{ cdc_column_list(columns) }})
+    select {{ cdc_column_list(columns) }}
+    from {{ batch }}
+    where _cdc_action in {{ new_actions }} and not _cdc_target_exists
+{% endcall %}
+{%- endif %}
+
+{%- if not split and n_changes > 0 %}
 {% call statement('cdc_merge') %}
     merge into {{ target }} as target
     using (select * from {{ batch }} where _cdc_action in ('upsert', 'delete')) as batch
@@ -110,21 +183,16 @@
 
 {%- if truncate_seq is not none or (n_deletes > 0 and not soft) %}
 {%- set tombstones = cdc_create_tombstones(target, keys) -%}
+{#- Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key
+    deleted again just gets a second row, and the write costs what the batch holds. -#}
 {% call statement('cdc_tombstones') %}
-    merge into {{ tombstones }} as target
-    using (
-        select
-            {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
-            _cdc_seq,
-            _cdc_loaded_at
-        from {{ batch }}
-        where _cdc_action = 'truncate' {{- " or _cdc_action = 'delete'" if not soft }}
-    ) as batch
-        on {{ key_match | join(' and ') }}
-    when matched and batch._cdc_seq > target._cdc_seq then update set
-        target._cdc_seq = batch._cdc_seq,
-        target._cdc_loaded_at = batch._cdc_loaded_at
-    when not matched then insert *
+    insert into {{ tombstones }}
+    select
+        {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
+        _cdc_seq,
+        _cdc_loaded_at
+    from {{ batch }}
+    where _cdc_action = 'truncate' {{- " or _cdc_action = 'delete'" if not soft }}
 {% endcall %}
 {%- endif %}
 

@@ -3,7 +3,8 @@
   Takes the change-log relation (`changes`), key and attribute column names, and for incremental
   runs the silver `target` with its attribute columns and a `tombstones` query (keys, _cdc_seq;
   null keys = a truncate). Returns a select with silver's columns plus `_cdc_action`
-  (upsert | delete | truncate) and `_cdc_batch_loaded_at` (newest change read).
+  (upsert | delete | truncate), `_cdc_target_exists` (the key has a row in `target`) and
+  `_cdc_batch_loaded_at` (newest change read).
 #}
 {% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none) %}
     {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones)) }}
@@ -36,6 +37,14 @@ batch_high_watermark as (
 
 {%- if target is not none %}
 
+{#- Only silver rows and remembered deletes of keys in the batch can matter: reading just those
+    keeps the joins below as small as the batch, whatever the size of silver. -#}
+batch_keys as (
+    select distinct {{ key_list }}
+    from batch
+    where {{ q(keys[0]) }} is not null
+),
+
 target_rows as (
     select
         {%- for column in keys %}
@@ -47,6 +56,7 @@ target_rows as (
         _cdc_seq as _cdc_target_seq,
         _cdc_is_deleted as _cdc_target_is_deleted
     from {{ target }}
+    left semi join batch_keys using ({{ key_list }})
 ),
 
 stored_tombstones as (
@@ -58,7 +68,7 @@ key_tombstones as (
         {{ key_list }},
         max(_cdc_seq) as _cdc_tombstone_seq
     from stored_tombstones
-    where {{ q(keys[0]) }} is not null
+    left semi join batch_keys using ({{ key_list }})
     group by {{ key_list }}
 ),
 {%- endif %}
@@ -106,36 +116,8 @@ candidates as (
         {%- endif %}
 ),
 
-{#- A delete starts a new generation of the key: values never carry across it. -#}
-sequenced as (
-    select
-        *,
-        coalesce(
-            sum(case when _cdc_op = 'd' then 1 else 0 end) over (
-                {{ by_key }} rows between unbounded preceding and 1 preceding
-            ),
-            0
-        ) as _cdc_generation,
-        lead(1) over ({{ by_key }}) is null as _cdc_is_last
-    from candidates
-),
-
-{#- Latest value sent for each column in the key's generation, skipping unchanged-TOAST
-    placeholders and delete images. -#}
 carried as (
-    select
-        *
-        {%- for column in attribute_columns %},
-        last(
-            case
-                when _cdc_op != 'd' and not array_contains(_cdc_unavailable, '{{ column }}')
-                    then named_struct('g', _cdc_generation, 'v', {{ q(column) }})
-            end,
-            true
-        ) over ({{ by_key }} rows between unbounded preceding and current row)
-            as {{ q('_cdc_carried__' ~ column) }}
-        {%- endfor %}
-    from sequenced
+    {{ cdc_carried_events('candidates', attribute_columns, by_key) }}
 ),
 
 winners as (
@@ -145,37 +127,127 @@ winners as (
 ),
 
 {#- A primary-key change arrives as a delete of the old key and a create of the new key at one
-    sequence; an unchanged TOAST value of the create is found under the old key. -#}
+    sequence; an unchanged TOAST value of the new key's generation is found under the old key
+    (in the batch, or in silver), or, when the old key itself came from a key change in this
+    batch, further up that chain. Only the keys taking part in a key change need this, so it
+    reads their events alone (usually none), not the whole batch again. -#}
+key_change_seqs as (
+    select _cdc_seq
+    from candidates
+    where _cdc_op in ('c', 'd')
+    group by _cdc_seq
+    having count_if(_cdc_op = 'd') = 1 and count_if(_cdc_op = 'c') > 0
+),
+
+key_change_keys as (
+    select distinct {{ key_list }}
+    from candidates
+    left semi join key_change_seqs using (_cdc_seq)
+    where _cdc_op in ('c', 'd')
+),
+
+{#- Broadcast: key changes are few, and the batch is then not shuffled a second time. -#}
+key_change_candidates as (
+    select /*+ broadcast(key_change_keys) */ *
+    from candidates
+    left semi join key_change_keys using ({{ key_list }})
+),
+
+key_change_carried as (
+    {{ cdc_carried_events('key_change_candidates', attribute_columns, by_key) }}
+),
+
+{#- The old key of a key change: the single delete at that sequence. -#}
 donors as (
     select
         _cdc_seq as _cdc_donor_seq,
         {%- for column in keys %}
         {{ q(column) }} as {{ q('_cdc_donor__' ~ column) }},
         {%- endfor %}
-        {%- for column in attribute_columns %}
-        {{ q('_cdc_carried__' ~ column) }} as {{ q('_cdc_donor_carried__' ~ column) }},
-        {%- if target is not none and column in target_attribute_columns %}
-        {{ q('_cdc_target__' ~ column) }} as {{ q('_cdc_donor_target__' ~ column) }},
-        {%- endif %}
-        {%- endfor %}
-        {%- if target is not none %}
-        _cdc_generation = 0
-        and _cdc_target_seq is not null
-        and not _cdc_target_is_deleted as _cdc_donor_target_usable,
-        {%- endif %}
         _cdc_generation as _cdc_donor_generation
-    from (
-        select
-            *,
-            count(*) over (partition by _cdc_seq) as _cdc_deletes_at_seq
-        from carried
-        where _cdc_op = 'd'
-    ) as deletes
-    where _cdc_deletes_at_seq = 1
+        {%- for column in attribute_columns %},
+        case
+            when {{ q('_cdc_carried__' ~ column) }}.g = _cdc_generation
+                then named_struct('v', {{ q('_cdc_carried__' ~ column) }}.v)
+            {%- if target is not none and column in target_attribute_columns %}
+            when _cdc_generation = 0 and _cdc_target_seq is not null and not _cdc_target_is_deleted
+                then named_struct('v', {{ q('_cdc_target__' ~ column) }})
+            {%- endif %}
+        end as {{ q('_cdc_found__' ~ column) }}
+        {%- endfor %}
+    from key_change_carried
+    left semi join key_change_seqs using (_cdc_seq)
+    where _cdc_op = 'd'
 ),
 
-resolved as (
+{#- One link per key generation started by a key change: what the old key holds (`_cdc_found`,
+    one struct per column, null when not known there) and the old key's generation. -#}
+{%- set node_keys = [] -%}
+{%- for column in keys -%}
+    {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
+{%- endfor %}
+key_change_links as (
     select
+        to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'starts') }}), 'g', starts._cdc_generation)) as _cdc_node,
+        to_json(named_struct('k', named_struct(
+            {%- for column in keys -%}
+            '{{ column }}', donors.{{ q('_cdc_donor__' ~ column) }}{{ ", " if not loop.last }}
+            {%- endfor -%}
+        ), 'g', donors._cdc_donor_generation)) as _cdc_parent,
+        named_struct(
+            {%- for column in attribute_columns %}
+            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        ) as _cdc_found
+    from key_change_carried as starts
+    inner join donors
+        on
+            starts._cdc_seq = donors._cdc_donor_seq
+            and not (
+                {%- for column in keys %}
+                starts.{{ q(column) }} <=> donors.{{ q('_cdc_donor__' ~ column) }}
+                {{- " and" if not loop.last }}
+                {%- endfor %}
+            )
+    where starts._cdc_op = 'c' and starts._cdc_is_generation_start
+),
+
+key_change_map as (
+    select
+        map_from_entries(
+            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
+        ) as _cdc_links
+    from key_change_links
+),
+
+{#- Follow each chain of key changes (up to 64 in one batch) to the first old key that holds a
+    value, column by column. -#}
+key_changes as (
+    select
+        _cdc_node,
+        aggregate(
+            sequence(1, 64),
+            named_struct('parent', _cdc_parent, 'found', _cdc_found),
+            (acc, i) -> case
+                when acc.parent is null or not map_contains_key(_cdc_links, acc.parent)
+                    then named_struct('parent', cast(null as string), 'found', acc.found)
+                else named_struct(
+                    'parent', _cdc_links[acc.parent].parent,
+                    'found', named_struct(
+                        {%- for column in attribute_columns %}
+                        '{{ column }}', coalesce(acc.found.{{ q(column) }}, _cdc_links[acc.parent].found.{{ q(column) }}){{ "," if not loop.last }}
+                        {%- endfor %}
+                    )
+                )
+            end
+        ).found as _cdc_found
+    from key_change_links
+    cross join key_change_map
+),
+
+{#- Broadcast: key changes are few, and the winners are then not shuffled again. -#}
+resolved as (
+    select /*+ broadcast(links) */
         {%- for column in keys %}
         winners.{{ q(column) }},
         {%- endfor %}
@@ -190,12 +262,8 @@ resolved as (
                 and not winners._cdc_target_is_deleted
                 then winners.{{ q('_cdc_target__' ~ column) }}
             {%- endif %}
-            when donors.{{ q('_cdc_donor_carried__' ~ column) }}.g = donors._cdc_donor_generation
-                then donors.{{ q('_cdc_donor_carried__' ~ column) }}.v
-            {%- if target is not none and column in target_attribute_columns %}
-            when donors._cdc_donor_target_usable
-                then donors.{{ q('_cdc_donor_target__' ~ column) }}
-            {%- endif %}
+            when links._cdc_found.{{ q(column) }} is not null
+                then links._cdc_found.{{ q(column) }}.v
         end as {{ q(column) }},
         {%- endfor %}
         {%- for column in target_only %}
@@ -211,19 +279,11 @@ resolved as (
         winners._cdc_line,
         winners._cdc_offset,
         winners._cdc_loaded_at,
-        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action
+        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action,
+        {{ "winners._cdc_target_seq is not null" if target is not none else "false" }} as _cdc_target_exists
     from winners
-    left join donors
-        on
-            winners._cdc_op = 'c'
-            and winners._cdc_unavailable_columns is not null
-            and winners._cdc_seq = donors._cdc_donor_seq
-            and not (
-                {%- for column in keys %}
-                winners.{{ q(column) }} <=> donors.{{ q('_cdc_donor__' ~ column) }}
-                {{- " and" if not loop.last }}
-                {%- endfor %}
-            )
+    left join key_changes as links
+        on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'winners') }}), 'g', winners._cdc_generation))
 ),
 
 {#- The latest truncate of the batch, as one row: silver drops every row older than it. -#}
@@ -242,7 +302,8 @@ latest_truncate as (
         _cdc_line,
         _cdc_offset,
         _cdc_loaded_at,
-        'truncate' as _cdc_action
+        'truncate' as _cdc_action,
+        false as _cdc_target_exists
     from (
         select
             *,
@@ -266,3 +327,39 @@ final as (
 
 select * from final
 {%- endmacro %}
+
+
+{#
+  Select over `source` (candidate events with `_cdc_unavailable`) adding, per event: its key
+  generation (`_cdc_generation`, a delete starts a new one: values never carry across it),
+  `_cdc_is_last`, `_cdc_is_generation_start`, and for each attribute column the latest value
+  sent in the key's generation up to this event (`_cdc_carried__<column>`, a struct of the
+  generation and the value), skipping unchanged-TOAST placeholders and delete images.
+#}
+{% macro cdc_carried_events(source, attribute_columns, by_key) %}
+    select
+        *
+        {%- for column in attribute_columns %},
+        last(
+            case
+                when _cdc_op != 'd' and not array_contains(_cdc_unavailable, '{{ column }}')
+                    then named_struct('g', _cdc_generation, 'v', {{ adapter.quote(column) }})
+            end,
+            true
+        ) over ({{ by_key }} rows between unbounded preceding and current row)
+            as {{ adapter.quote('_cdc_carried__' ~ column) }}
+        {%- endfor %}
+    from (
+        select
+            *,
+            coalesce(
+                sum(case when _cdc_op = 'd' then 1 else 0 end) over (
+                    {{ by_key }} rows between unbounded preceding and 1 preceding
+                ),
+                0
+            ) as _cdc_generation,
+            lead(1) over ({{ by_key }}) is null as _cdc_is_last,
+            coalesce(lag(_cdc_op) over ({{ by_key }}) = 'd', true) as _cdc_is_generation_start
+        from {{ source }}
+    ) as sequenced
+{% endmacro %}

@@ -3,8 +3,9 @@ expected final state of every source table.
 
 Two private lakehouses are built (dbt runs are the expensive part, so each fixture is shared):
 - `full`: the whole sample at once, then a no-op rebuild, then a replayed landing file;
-- `stepwise`: the sample landed in two steps with malformed lines in the second, then a full
-  refresh of the same landing zone.
+- `stepwise`: the sample landed in two steps (each topic's first and last file, then the files
+  between: late events across runs) with malformed lines in the second, then a full refresh of
+  the same landing zone.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lakehouse import (
 from cdc_lakehouse.sample import northwind
 
 TABLES = [t for t in northwind.TABLES]
-PRODUCTS_TOPIC = "northwind.public.products"
+ORDERS_TOPIC = "northwind.public.orders"
 
 
 def build(
@@ -79,8 +80,8 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     first = build(lakehouse, landing, "first", unit_tests=True)
     again = build(lakehouse, landing, "again")
     # A replay: the sink delivered one file twice, under a new start offset.
-    files = sorted((landing / "topics" / PRODUCTS_TOPIC).rglob("*.json"))
-    replayed = files[-1].with_name(f"{PRODUCTS_TOPIC}+0+0000090000.json")
+    files = sorted((landing / "topics" / ORDERS_TOPIC).rglob("*.json"))
+    replayed = files[-1].with_name(f"{ORDERS_TOPIC}+0+0000090000.json")
     shutil.copyfile(files[-1], replayed)
     replay = build(lakehouse, landing, "replay")
     return {"first": first, "again": again, "replay": replay}
@@ -106,16 +107,16 @@ def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
 
 
 MALFORMED = [
-    ('{"before": null, "after": {"product_id": 1', "invalid JSON"),
+    ('{"before": null, "after": {"order_id": 1', "invalid JSON"),
     ("{{EVENT_WITH_OP_X}}", "unknown op"),
-    ("{{EVENT_WITHOUT_KEY}}", "missing key column product_id"),
+    ("{{EVENT_WITHOUT_KEY}}", "missing key column order_id"),
 ]
 
 
 def malformed_lines(good_event: str) -> list[str]:
     event = json.loads(good_event)
     unknown_op = {**event, "op": "x"}
-    no_key = {**event, "after": {**event["after"], "product_id": None}}
+    no_key = {**event, "after": {**event["after"], "order_id": None}}
     return [MALFORMED[0][0], json.dumps(unknown_op), json.dumps(no_key), good_event]
 
 
@@ -123,14 +124,19 @@ def malformed_lines(good_event: str) -> list[str]:
 def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     lakehouse = tmp_path_factory.mktemp("stepwise")
     landing = lakehouse / "landing"
-    files = sorted((SAMPLE / "landing").rglob("*.json"))
-    first_half = [f for f in files if f.name.endswith(("0000000000.json",))]
-    copy_landing(landing, first_half)
+    # Step 1 lands each topic's first and last file; the files between arrive in step 2, older
+    # than what silver already holds (out of order across runs).
+    first_and_last = []
+    for topic in sorted((SAMPLE / "landing" / "topics").iterdir()):
+        files = sorted(topic.rglob("*.json"))
+        first_and_last += [files[0], files[-1]]
+    copy_landing(landing, first_and_last)
     step1 = build(lakehouse, landing, "step1")
     copy_landing(landing)
-    last_products = sorted((landing / "topics" / PRODUCTS_TOPIC).rglob("*.json"))[-1]
-    good_event = last_products.read_text().splitlines()[-1]
-    bad_file = last_products.with_name(f"{PRODUCTS_TOPIC}+0+0000095000.json")
+    last_orders = sorted((landing / "topics" / ORDERS_TOPIC).rglob("*.json"))[-1]
+    lines = last_orders.read_text().splitlines()
+    good_event = next(line for line in reversed(lines) if json.loads(line).get("after"))
+    bad_file = last_orders.with_name(f"{ORDERS_TOPIC}+0+0000095000.json")
     bad_file.write_text("\n".join(malformed_lines(good_event)) + "\n")
     step2 = build(lakehouse, landing, "step2")
     refreshed = build(lakehouse, landing, "refresh", "--full-refresh")
@@ -158,4 +164,4 @@ def test_malformed_lines_land_in_rejects(stepwise: dict[str, Path]) -> None:
     assert [line for line, _ in found] == [1, 2, 3]
     for (_, reason), (_, expected) in zip(found, MALFORMED, strict=True):
         assert reason.startswith(expected), f"{reason!r} should start with {expected!r}"
-    assert all(r["flatten_model"] == "flat_northwind__products" for r in rejects)
+    assert all(r["flatten_model"] == "flat_northwind__orders" for r in rejects)

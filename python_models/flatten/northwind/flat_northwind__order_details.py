@@ -4,6 +4,9 @@ from cdc_lakehouse.dbt_flatten import flatten_model
 
 
 def model(dbt, session):
+    # dbt-core makes a Python model a table unless the model itself (or its yml entry) names
+    # the materialization; the folder config in dbt_project.yml is not enough.
+    dbt.config(materialized="incremental")
     return flatten_model(
         dbt,
         session,
