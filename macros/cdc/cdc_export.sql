@@ -1,6 +1,6 @@
 {#
-  on-run-end hook: when var `cdc_export_dir` is set, write every silver and gold table built by
-  the run (and the rejects) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
+  on-run-end hook: when var `cdc_export_dir` is set, write every bronze, silver and gold table
+  built by the run (and the rejects) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
   with their scale, timestamps to the microsecond in UTC, binary as base64, arrays as JSON).
   Used by the tests to compare the lake with the source; handy for diffing two builds.
 #}
@@ -11,7 +11,7 @@
     {%- endif -%}
     {%- for result in results -%}
         {%- set node = result.node -%}
-        {%- set exported = node.schema in ('silver', 'gold') or node.name == 'cdc_rejects' -%}
+        {%- set exported = node.schema in ('bronze', 'silver', 'gold') or node.name == 'cdc_rejects' -%}
         {%- if node.resource_type == 'model' and result.status == 'success' and exported -%}
             {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias) -%}
             {% call statement('cdc_export_' ~ node.alias) %}
