@@ -1,6 +1,6 @@
 {#
   Post-hook of every silver model. After an incremental run (the cdc_merge or cdc_history
-  strategy left its cached batch) it releases the cache. After a full build it writes what the
+  strategy left its batch view and rows table) it drops them. After a full build it writes what the
   strategy writes on incremental runs: the tombstones of the whole change log (cdc_merge only)
   and the watermark.
 #}
@@ -11,8 +11,11 @@
     {%- set batch = cdc_batch_relation(this) -%}
     {%- set cached = run_query("show views like '" ~ batch.identifier ~ "'") -%}
     {%- if cached.rows | length > 0 -%}
-        {% call statement('cdc_uncache') %}
+        {% call statement('cdc_drop_batch') %}
             drop view if exists {{ batch }}
+        {% endcall %}
+        {% call statement('cdc_drop_batch_rows') %}
+            drop table if exists {{ cdc_batch_rows_relation(this) }} purge
         {% endcall %}
         {{ return('') }}
     {%- endif -%}

@@ -64,10 +64,11 @@
 {%- endif -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
-{#- Resolve once: the merge changes silver, so the batch view must not be evaluated again. -#}
-{% call statement('cdc_cache_batch') %}
-    cache table {{ batch }} as select * from {{ source }}
-{% endcall %}
+{#- Resolve once, into a table: the resolution reads silver, and `cache table` is not enough,
+    because Spark refreshes a cached plan when a table it reads is written. After the MERGE the
+    insert of new keys would resolve the batch again against the merged silver (a key change's
+    new key then loses the unchanged-TOAST value of its old key, just deleted). -#}
+{{ cdc_materialize_batch(source, target) }}
 
 {#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
     Without `_cdc_target_exists` (a replacing batch) everything goes through one MERGE. -#}
@@ -204,6 +205,29 @@
 {% endmacro %}
 
 
+{#- The session view strategies read the batch through (its existence tells the post-hook that
+    an incremental run happened: a crashed run leaves no view behind). -#}
 {% macro cdc_batch_relation(target) %}
     {{ return(api.Relation.create(identifier=target.identifier ~ '__cdc_batch', type='view')) }}
+{% endmacro %}
+
+
+{#- The table holding the resolved rows of the current batch, beside `target`. -#}
+{% macro cdc_batch_rows_relation(target) %}
+    {{ return(target.incorporate(path={"identifier": target.identifier ~ '__cdc_batch_rows'}, type='table')) }}
+{% endmacro %}
+
+
+{#- Write the model's select (`source`) once into the batch rows table, and point the session
+    view `cdc_batch_relation(target)` at it. -#}
+{% macro cdc_materialize_batch(source, target) %}
+    {% call statement('cdc_materialize_batch') %}
+        create or replace table {{ cdc_batch_rows_relation(target) }}
+        using iceberg
+        as select * from {{ source }}
+    {% endcall %}
+    {% call statement('cdc_batch_view') %}
+        create or replace temporary view {{ cdc_batch_relation(target) }} as
+        select * from {{ cdc_batch_rows_relation(target) }}
+    {% endcall %}
 {% endmacro %}
