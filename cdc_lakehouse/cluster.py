@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,12 +284,12 @@ def start(
     return state
 
 
-def _render(value: Any) -> str:
+def _render(value: Any, environ: Mapping[str, str]) -> str:
     """A profile value rendered as dbt would, for the env_var() calls it holds."""
 
     def env_var(name: str, default: str | None = None) -> str:
-        if name in os.environ:
-            return os.environ[name]
+        if name in environ:
+            return environ[name]
         if default is None:
             raise ClusterError(f"profiles.yml needs environment variable {name}")
         return default
@@ -296,13 +297,15 @@ def _render(value: Any) -> str:
     return jinja2.Template(str(value)).render(env_var=env_var)
 
 
-def server_settings(project_dir: Path, target: str = "cluster") -> dict[str, str]:
+def server_settings(
+    project_dir: Path, environ: Mapping[str, str], target: str = "cluster"
+) -> dict[str, str]:
     """The Spark settings of a profile target, rendered, minus what only concerns dbt's own
     driver: the catalog, warehouse, metastore and session settings a Thrift server needs."""
     profiles = yaml.safe_load((project_dir / "profiles" / "profiles.yml").read_text())
     (profile,) = profiles.values()
     settings = profile["outputs"][target]["server_side_parameters"]
-    return {k: _render(v) for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
+    return {k: _render(v, environ) for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
 
 
 def thrift_start(
@@ -310,10 +313,11 @@ def thrift_start(
     *,
     project_dir: Path = Path("."),
     port: int | None = None,
+    lakehouse: Path | None = None,
     timeout: float = 180,
 ) -> ClusterState:
     """Start a Spark Thrift Server on the running cluster, with the `cluster` target's catalog
-    settings (its metastore and warehouse: those of CDC_LAKEHOUSE_DIR now)."""
+    settings: the metastore and warehouse of `lakehouse` (default: CDC_LAKEHOUSE_DIR)."""
     state = load_state(state_dir)
     if state is None or not any(_is_ours(p.pid) for p in state.processes):
         raise ClusterError(f"no cluster running from {state_dir}: start it first")
@@ -321,9 +325,12 @@ def thrift_start(
         raise ClusterError("the Thrift server is already running")
     project_dir = project_dir.resolve()
     jar = (project_dir / "jars" / "iceberg-spark-runtime.jar").resolve()
-    settings = server_settings(project_dir)
+    environ = dict(os.environ)
+    if lakehouse is not None:
+        environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse)
+    settings = server_settings(project_dir, environ)
     state.thrift_port = port or free_port()
-    state.thrift_lakehouse = os.environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")
+    state.thrift_lakehouse = environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")
     command = [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--master",
