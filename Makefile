@@ -8,7 +8,7 @@ ICEBERG_JAR := iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev system-deps lint format unit docs sample oracle clean help
+.PHONY: run test install install-dev system-deps lint format unit docs sample oracle cluster cluster-stop clean help
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint    sqlfluff + ruff"
 	@echo "make sample  regenerate sample/ from a real PostgreSQL through real Debezium"
 	@echo "make oracle  the PostgreSQL oracle tests alone (SEEDS=50 for the slow mode)"
+	@echo "make cluster local Spark standalone cluster for the cluster target (make cluster-stop)"
 	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
 
 ## Environment -------------------------------------------------------------------------------
@@ -78,5 +79,15 @@ sample: install-dev
 oracle: install-dev
 	CDC_ORACLE_SEEDS=$(or $(SEEDS),3) pytest tests/python/test_oracle.py tests/python/test_oracle_faults.py
 
-clean:
+# A local Spark standalone cluster (master + 2 workers, 127.0.0.1 only) for `--target cluster`;
+# README "Running on a cluster". The exports it prints go into your shell with
+# eval "$$(python -m cdc_lakehouse.cluster env)".
+cluster: install
+	python -m cdc_lakehouse.cluster start
+	@echo 'Then: eval "$$(python -m cdc_lakehouse.cluster env)" && dbt build --target cluster'
+
+cluster-stop:
+	test ! -x $(BIN)/python || $(BIN)/python -m cdc_lakehouse.cluster stop
+
+clean: cluster-stop
 	rm -rf .lakehouse target logs

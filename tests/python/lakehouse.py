@@ -30,13 +30,16 @@ def run_dbt(
     project_dir: Path = REPO,
     check: bool = True,
     timeout: int = 1200,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output."""
+    """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output.
+    `env` adds environment variables (a profile target's settings, for instance)."""
     env = {
         **os.environ,
         "DBT_PROFILES_DIR": str(REPO / "profiles"),
         "CDC_LAKEHOUSE_DIR": str(lakehouse),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        **(env or {}),
     }
     command = [str(DBT), *args, "--log-path", str(lakehouse / "logs")]
     command += ["--target-path", str(lakehouse / "target")]
