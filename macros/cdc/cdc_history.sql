@@ -509,17 +509,23 @@ select * from final
 
 
 {#
-  Point-in-time read: the state of each key of history model `history` at `as_of` (a timestamp
-  SQL expression), deleted keys left out. Same columns as the history model.
+  Point-in-time read: a select of the state of each key of history model `history` (a relation)
+  as of `as_of` (a SQL timestamp expression, e.g. "timestamp'2024-06-04 12:00:00'"): the version
+  live at that instant, deleted keys left out. Same columns as the history model.
+  `{{ cdc_as_of(ref('customers_history'), "timestamp'2024-06-04 12:00:00'") }}`
 #}
 {% macro cdc_as_of(history, as_of) %}
     select *
     from {{ history }} as history
     where {{ cdc_valid_at('history', as_of) }}
-{% endmacro %}
+{%- endmacro %}
 
 
-{#- Join predicate: the version of history alias `alias` that was live at `at` (a SQL expression). -#}
+{#
+  Join predicate for point-in-time joins: the version of history alias `alias` that was live at
+  `at` (a SQL expression, per row: e.g. the order's placement time). Intervals are half-open,
+  `[valid_from, valid_to)`, so exactly one version matches, or none when the key did not exist.
+#}
 {% macro cdc_valid_at(alias, at) %}
     {{- alias }}.valid_from <= {{ at }}
     and ({{ alias }}.valid_to > {{ at }} or {{ alias }}.valid_to is null)
