@@ -10,13 +10,22 @@ customer_versions as (
     select * from {{ ref('customers_history') }}
 ),
 
--- An order is placed at the commit time of its first version.
+-- An order is placed at the commit time of its first version, for the customer key it had then
+-- (a customer's key can change later: ON UPDATE CASCADE rewrites the order).
+first_versions as (
+    select
+        *,
+        row_number() over (partition by order_id order by _cdc_valid_from_seq) as version_number
+    from order_versions
+),
+
 orders_placed as (
     select
         order_id,
-        min(valid_from) as placed_at
-    from order_versions
-    group by order_id
+        customer_id as placed_customer_id,
+        valid_from as placed_at
+    from first_versions
+    where version_number = 1
 ),
 
 final as (
@@ -25,6 +34,7 @@ final as (
         orders.customer_id,
         orders.order_date,
         orders.status,
+        orders_placed.placed_customer_id,
         orders_placed.placed_at,
         customer_versions.company_name as customer_company_name,
         customer_versions.country as customer_country,
@@ -36,7 +46,7 @@ final as (
     inner join orders_placed on orders.order_id = orders_placed.order_id
     left join customer_versions
         on
-            orders.customer_id = customer_versions.customer_id
+            orders_placed.placed_customer_id = customer_versions.customer_id
             and {{ cdc_valid_at('customer_versions', 'orders_placed.placed_at') }}
 )
 
