@@ -1,11 +1,22 @@
 {#
-  Post-hook of every silver model. After an incremental run (the cdc_merge or cdc_history
-  strategy left its batch view and rows table) it drops them. After a full build it writes what the
-  strategy writes on incremental runs: the tombstones of the whole change log (cdc_merge only)
-  and the watermark.
+  Post-hook of every silver model. After an incremental run (the cdc_merge strategy left its
+  batch view and rows table) it drops them. After a full build it writes what the strategy writes
+  on incremental runs: the tombstones of the whole change log and the watermark. A history model
+  (cdc_history) drops its batch table and writes the watermark after either kind of run.
 #}
 {% macro cdc_finalize_merge() %}
     {%- if not execute -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- if config.get('incremental_strategy') == 'cdc_history' -%}
+        {#- The batch table of an incremental run, and the watermark: the newest change loaded,
+            which the run has applied whether it was incremental or a full build. -#}
+        {% call statement('cdc_drop_batch') %}
+            drop table if exists {{ cdc_history_batch_relation(this) }} purge
+        {% endcall %}
+        {% call statement('cdc_set_watermark') %}
+            {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_upstream_change_log()) }}
+        {% endcall %}
         {{ return('') }}
     {%- endif -%}
     {%- set batch = cdc_batch_relation(this) -%}
@@ -21,12 +32,6 @@
     {%- endif -%}
 
     {%- set changes = cdc_upstream_change_log() -%}
-    {%- if config.get('incremental_strategy') == 'cdc_history' -%}
-        {% call statement('cdc_set_watermark') %}
-            {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ changes) }}
-        {% endcall %}
-        {{ return('') }}
-    {%- endif -%}
 
     {%- set keys = cdc_key_columns() -%}
     {% call statement('cdc_rebuild_tombstones') %}

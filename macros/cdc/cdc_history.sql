@@ -2,22 +2,99 @@
   Body of an SCD type 2 history model:
   `{{ cdc_history(ref('stg_<source>__<entity>_changes'), unique_key=[...], ignore_columns=[...], delete_mode='hard') }}`
   One row per version of each key, `valid_from` / `valid_to` from the source commit time (ties
-  broken by `_cdc_seq`). `ignore_columns` (or model config `cdc_history_ignore_columns`): a change
-  of only these columns opens no version. Delete mode as in silver: `soft` adds a deletion-marker
+  broken by `_cdc_seq`). `ignore_columns`: a change of only these columns opens no version (the
+  version keeps the values it opened with). Delete mode as in silver: `soft` adds a deletion-marker
   row. Full build: the whole change log. Incremental run (strategy `cdc_history`): every key
   touched by changes loaded since the table's watermark is recomputed from the whole change log.
 #}
-{% macro cdc_history(changes, unique_key, ignore_columns=none, delete_mode=none) %}
+{% macro cdc_history(changes, unique_key, ignore_columns=[], delete_mode=none) %}
     {%- set keys = [unique_key] if unique_key is string else unique_key -%}
-    {%- set mode = delete_mode or config.get('cdc_delete_mode') or var('cdc_delete_mode', 'hard') -%}
-    {%- set ignored = ignore_columns if ignore_columns is not none else config.get('cdc_history_ignore_columns', []) -%}
-    {#- At parse time config.get() returns ''. -#}
-    {%- set ignored = ([ignored] if ignored is string else ignored) if ignored else [] -%}
+    {%- set mode = delete_mode or var('cdc_delete_mode', 'hard') -%}
+    {%- set ignored = [ignore_columns] if ignore_columns is string else ignore_columns -%}
     {{ config(unique_key=keys, cdc_delete_mode=mode, cdc_history_ignore_columns=ignored) }}
-    {%- if execute and config.get('incremental_strategy') != 'cdc_history' -%}
+    {%- if execute and model.resource_type == 'model' and config.get('incremental_strategy') != 'cdc_history' -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": a cdc_history model needs incremental_strategy 'cdc_history'") }}
     {%- endif -%}
     {{ return(adapter.dispatch('cdc_history', 'cdc_lakehouse')(changes, keys, ignored, mode)) }}
+{% endmacro %}
+
+
+{#
+  What an incremental run of a history model must recompute, decided by one query on the change
+  log so that the model's own query stays small (Spark inlines CTEs: every decision left to SQL
+  multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
+  truncate), `linked_keys` (a touched key took part in a primary-key change) and `newest` (SQL
+  expression of the newest `_cdc_loaded_at`). In a dbt unit test, whose fixtures cannot be
+  queried here, only the touched keys are recomputed.
+#}
+{% macro cdc_history_scope(changes, keys) %}
+    {%- if not execute or cdc_in_unit_test(changes, this) -%}
+        {{ return({
+            'empty': false, 'all_keys': false, 'linked_keys': false,
+            'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
+        }) }}
+    {%- endif -%}
+    {%- set key_list = cdc_column_list(keys) -%}
+    {%- set query -%}
+        with
+
+        new_changes as (
+            select * from {{ changes }}
+            where _cdc_loaded_at > {{ cdc_watermark(this) }}
+        ),
+
+        key_change_keys as (
+            select {{ key_list }}
+            from {{ changes }}
+            where _cdc_op in ('c', 'd') and _cdc_seq in (
+                select _cdc_seq
+                from {{ changes }}
+                where _cdc_op in ('c', 'd')
+                group by _cdc_seq
+                having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+            )
+        )
+
+        select
+            count(*),
+            count_if(_cdc_op = 't'),
+            cast(max(_cdc_loaded_at) as string),
+            (
+                select count(*)
+                from new_changes
+                left semi join key_change_keys using ({{ key_list }})
+                where new_changes._cdc_op != 't'
+            )
+        from new_changes
+    {%- endset -%}
+    {%- set row = run_query(query).rows[0] -%}
+    {{ return({
+        'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
+        'newest': "timestamp'" ~ row[2] ~ "'",
+    }) }}
+{% endmacro %}
+
+
+{#- True when the change log holds a primary-key change (a create and a delete at one sequence);
+    false in a dbt unit test, whose fixtures cannot be queried here. -#}
+{% macro cdc_has_key_changes(changes) %}
+    {%- if not execute -%}
+        {{ return(true) }}
+    {%- endif -%}
+    {%- if cdc_in_unit_test(changes, this) -%}
+        {{ return(false) }}
+    {%- endif -%}
+    {%- set query -%}
+        select count(*)
+        from (
+            select _cdc_seq
+            from {{ changes }}
+            where _cdc_op in ('c', 'd')
+            group by _cdc_seq
+            having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+        ) as key_change_seqs
+    {%- endset -%}
+    {{ return(run_query(query).rows[0][0] > 0) }}
 {% endmacro %}
 
 
@@ -44,6 +121,9 @@
     {%- endfor -%}
 {%- endif -%}
 {%- set tracked = attributes | reject('in', ignore_columns) | list -%}
+{#- The primary-key-change machinery only when the change log holds one: its map and lambda
+    make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
+{%- set key_changes = cdc_has_key_changes(changes) -%}
 {#- Versions of a key in true order; a truncate sorts after an event of the same sequence. -#}
 {%- set by_key = "partition by " ~ key_list ~ " order by _cdc_seq, _cdc_op = 't'" -%}
 {%- set node_keys = [] -%}
@@ -51,80 +131,52 @@
     {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
 {%- endfor %}
 
+{%- set scope = cdc_history_scope(changes, keys) if is_incremental() else none %}
+{%- if scope is not none and scope.empty %}
+{#- Nothing landed since the last run: an empty batch of the table's shape, so the strategy
+    runs no resolution at all. -#}
+select
+    *,
+    cast(null as string) as _cdc_action,
+    cast(null as timestamp) as _cdc_batch_loaded_at
+from {{ this }}
+where false
+{%- else %}
+
 with
 
 changes as (
     select * from {{ changes }}
 ),
 
-{%- if is_incremental() %}
+{%- if scope is not none and not scope.all_keys %}
 
-new_changes as (
-    select * from changes
-    where _cdc_loaded_at > {{ cdc_watermark(this) }}
-),
-
-batch_high_watermark as (
-    select max(_cdc_loaded_at) as _cdc_batch_loaded_at
-    from new_changes
-),
-
-touched_keys as (
-    select distinct {{ key_list }}
-    from new_changes
-    where _cdc_op != 't'
-),
-
-{#- A primary-key change is a delete and a create at one sequence: the new key's unchanged TOAST
-    values come from the old key, so keys linked that way are recomputed together. -#}
-key_change_seqs as (
-    select _cdc_seq
-    from changes
-    where _cdc_op in ('c', 'd')
-    group by _cdc_seq
-    having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
-),
-
-key_change_keys as (
-    select distinct {{ key_list }}
-    from changes
-    left semi join key_change_seqs using (_cdc_seq)
-    where _cdc_op in ('c', 'd')
-),
-
-{#- A new truncate closes every version open before it: all keys are recomputed. -#}
-scope as (
-    select
-        (select count(*) from new_changes where _cdc_op = 't') > 0 as _cdc_all_keys,
-        (
-            select count(*)
-            from touched_keys
-            left semi join key_change_keys using ({{ key_list }})
-        ) > 0 as _cdc_linked_keys
-),
-
+{#- Keys touched by changes loaded since the watermark (and, when one of them took part in a
+    primary-key change, every key that did: their TOAST values flow between them) are
+    recomputed from their whole change log. A new truncate recomputes every key. -#}
 affected_keys as (
-    select {{ key_list }} from touched_keys
-    union
-    select {{ key_list }}
-    from key_change_keys
-    cross join scope
-    where scope._cdc_linked_keys
+    select distinct {{ key_list }}
+    from changes
+    where _cdc_loaded_at > {{ cdc_watermark(this) }} and _cdc_op != 't'
+    {%- if scope.linked_keys %}
     union
     select {{ key_list }}
     from changes
-    cross join scope
-    where changes._cdc_op != 't' and scope._cdc_all_keys
+    left semi join (
+        select _cdc_seq
+        from changes
+        where _cdc_op in ('c', 'd')
+        group by _cdc_seq
+        having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+    ) as key_change_seqs using (_cdc_seq)
+    where _cdc_op in ('c', 'd')
+    {%- endif %}
 ),
 
 scoped_changes as (
     select changes.*
     from changes
-    left semi join affected_keys
-        on
-            {%- for column in keys %}
-            changes.{{ q(column) }} = affected_keys.{{ q(column) }}{{ " and" if not loop.last }}
-            {%- endfor %}
+    left semi join affected_keys using ({{ key_list }})
     union all
     select * from changes
     where _cdc_op = 't'
@@ -254,6 +306,8 @@ carried as (
     from sequenced
 ),
 
+{%- if key_changes %}
+
 {#- A generation started by a primary-key change finds a value never sent in it under the old
     key, as it was at the delete, or further up a chain of key changes (up to 64). -#}
 donors as (
@@ -337,6 +391,7 @@ key_changes as (
     from key_change_links
     cross join key_change_map
 ),
+{%- endif %}
 
 {#- Every event with its full row image; closing events carry the last values of the key. -#}
 resolved as (
@@ -348,8 +403,10 @@ resolved as (
         case
             when carried.{{ q('_cdc_carried__' ~ column) }}.g = carried._cdc_generation
                 then carried.{{ q('_cdc_carried__' ~ column) }}.v
+            {%- if key_changes %}
             when links._cdc_found.{{ q(column) }} is not null
                 then links._cdc_found.{{ q(column) }}.v
+            {%- endif %}
         end as {{ q(column) }},
         {%- endfor %}
         carried._cdc_op,
@@ -363,8 +420,10 @@ resolved as (
         carried._cdc_previous_op,
         carried._cdc_valid_from
     from carried
+    {%- if key_changes %}
     left join key_changes as links
         on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'carried') }}), 'g', carried._cdc_generation))
+    {%- endif %}
 ),
 
 compared as (
@@ -426,43 +485,16 @@ versions as (
     {%- endif %}
 ),
 
-{%- if is_incremental() %}
+{%- if scope is not none %}
 
-{#- Rows of the recomputed keys that no longer exist (a late event merged or split them). -#}
-stale_versions as (
-    select
-        {%- for column in keys %}
-        {{ q(column) }},
-        {%- endfor %}
-        _cdc_valid_from_seq
-    from {{ this }}
-    left semi join affected_keys using ({{ key_list }})
-    left anti join versions using ({{ key_list }}, _cdc_valid_from_seq)
-),
-
+{#- The recomputed versions of the affected keys; the strategy deletes their stored versions
+    that are not among them (a late event merged or split an interval). -#}
 final as (
     select
-        versions.*,
+        *,
         'upsert' as _cdc_action,
-        batch_high_watermark._cdc_batch_loaded_at
+        {{ scope.newest }} as _cdc_batch_loaded_at
     from versions
-    cross join batch_high_watermark
-    union all
-    select
-        {%- for column in keys %}
-        stale_versions.{{ q(column) }},
-        {%- endfor %}
-        {%- for column in attributes + cdc_history_columns() %}
-        {%- if column == '_cdc_valid_from_seq' %}
-        stale_versions._cdc_valid_from_seq,
-        {%- else %}
-        null as {{ q(column) }},
-        {%- endif %}
-        {%- endfor %}
-        'delete' as _cdc_action,
-        batch_high_watermark._cdc_batch_loaded_at
-    from stale_versions
-    cross join batch_high_watermark
 )
 {%- else %}
 
@@ -472,23 +504,67 @@ final as (
 {%- endif %}
 
 select * from final
+{%- endif %}
 {% endmacro %}
 
 
 {#
-  Point-in-time read: the state of each key of history model `history` at `as_of` (a timestamp
-  SQL expression), deleted keys left out. Same columns as the history model.
+  Point-in-time read: a select of the state of each key of history model `history` (a relation)
+  as of `as_of` (a SQL timestamp expression, e.g. "timestamp'2024-06-04 12:00:00'"): the version
+  live at that instant, deleted keys left out. Same columns as the history model.
+  `{{ cdc_as_of(ref('customers_history'), "timestamp'2024-06-04 12:00:00'") }}`
 #}
 {% macro cdc_as_of(history, as_of) %}
     select *
     from {{ history }} as history
     where {{ cdc_valid_at('history', as_of) }}
-{% endmacro %}
+{%- endmacro %}
 
 
-{#- Join predicate: the version of history alias `alias` that was live at `at` (a SQL expression). -#}
+{#
+  Join predicate for point-in-time joins: the version of history alias `alias` that was live at
+  `at` (a SQL expression, per row: e.g. the order's placement time). Intervals are half-open,
+  `[valid_from, valid_to)`, so exactly one version matches, or none when the key did not exist.
+#}
 {% macro cdc_valid_at(alias, at) %}
     {{- alias }}.valid_from <= {{ at }}
     and ({{ alias }}.valid_to > {{ at }} or {{ alias }}.valid_to is null)
     and not {{ alias }}._cdc_is_deleted
 {%- endmacro %}
+
+
+{#- Columns of a history model that describe its interval, not the source row. -#}
+{% macro cdc_history_interval_columns() %}
+    {{ return(['valid_from', 'valid_to', 'is_current']) }}
+{% endmacro %}
+
+
+{#- Source columns of history model `relation` that a current-state model must match: all but
+    the interval columns and its ignored columns. -#}
+{% macro cdc_history_compared_columns(relation) %}
+    {%- set ignored = cdc_history_ignore_columns_of(relation) -%}
+    {%- set columns = [] -%}
+    {%- if execute -%}
+        {%- for column in adapter.get_columns_in_relation(relation) -%}
+            {%- set name = column.name -%}
+            {%- if not name.startswith('_cdc_') and name not in cdc_history_interval_columns() + ignored -%}
+                {%- do columns.append(adapter.quote(name)) -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return(columns | join(', ') if columns else '1 as no_columns') }}
+{% endmacro %}
+
+
+{#- The `cdc_history_ignore_columns` config of the history model behind `relation` (for tests). -#}
+{% macro cdc_history_ignore_columns_of(relation) %}
+    {%- if execute -%}
+        {%- for node in graph.nodes.values() -%}
+            {%- if node.resource_type == 'model' and node.alias == relation.identifier and node.schema == relation.schema -%}
+                {%- set ignored = node.config.get('cdc_history_ignore_columns') or [] -%}
+                {{ return([ignored] if ignored is string else ignored) }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return([]) }}
+{% endmacro %}

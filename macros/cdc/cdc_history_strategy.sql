@@ -1,7 +1,7 @@
 {#
   Incremental strategy `cdc_history`: apply a history model's incremental select (see cdc_history:
-  the recomputed versions of the touched keys as `upsert`, their versions that no longer exist as
-  `delete`) to the history table in one MERGE on key + `_cdc_valid_from_seq`. Rows equal to what
+  every version of each recomputed key) to the history table in one MERGE on key +
+  `_cdc_valid_from_seq`, deleting the stored versions of those keys that no longer exist. Rows equal to what
   the table holds are left out, so a replayed batch commits nothing. Returns the statement that
   moves the watermark, so it runs last.
 #}
@@ -13,7 +13,7 @@
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_key_columns() -%}
-{%- set batch = cdc_batch_relation(target) -%}
+{%- set batch = cdc_history_batch_relation(target) -%}
 {%- set version_match = [] -%}
 {%- for column in keys + ['_cdc_valid_from_seq'] -%}
     {%- do version_match.append("target." ~ q(column) ~ " = batch." ~ q(column)) -%}
@@ -34,23 +34,43 @@
 {%- endif -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
-{#- Resolve once: the select reads the history table, which the merge changes. The post-hook
-    (cdc_finalize_merge) drops the cached batch. -#}
-{% call statement('cdc_cache_batch') %}
-    cache table {{ batch }} as select * from {{ source }}
+{#- Resolve once, into a table: a cached view would keep the resolution's plan (large: window
+    functions, lambdas, CTEs inlined), which Spark analyses again in every query over it, and
+    the MERGE ran out of memory planning it. The post-hook (cdc_finalize_merge) drops it. -#}
+{% call statement('cdc_materialize_batch') %}
+    create or replace table {{ batch }} using iceberg as select * from {{ source }}
 {% endcall %}
 {%- set newest = run_query("select cast(max(_cdc_batch_loaded_at) as string) from " ~ batch).rows[0][0] -%}
 
-{#- Only versions that differ from the stored ones, and deletes. -#}
+{#- Versions that differ from the stored ones, and the stored versions of the recomputed keys
+    that no longer exist (a late event merged two intervals or split one): deletes. A key once
+    with versions keeps some (events only accumulate), so the batch names every recomputed key. -#}
+{%- set key_list = cdc_column_list(keys) -%}
 {%- set effective -%}
-    select batch.*
+    select
+        {%- for column in columns %}
+        batch.{{ q(column) }},
+        {%- endfor %}
+        batch._cdc_action
     from {{ batch }} as batch
-    left anti join {{ target }} as target
-        on
-            batch._cdc_action = 'upsert'
+    left join {{ target }} as target
+        on {{ version_match | join(' and ') }}
+    where
+        target._cdc_valid_from_seq is null
+        or not (
             {%- for column in columns %}
-            and target.{{ q(column) }} <=> batch.{{ q(column) }}
+            target.{{ q(column) }} <=> batch.{{ q(column) }}{{ " and" if not loop.last }}
             {%- endfor %}
+        )
+    union all
+    select
+        {%- for column in columns %}
+        {{ "stored." ~ q(column) if column in keys + ['_cdc_valid_from_seq'] else "null" }} as {{ q(column) }},
+        {%- endfor %}
+        'delete' as _cdc_action
+    from {{ target }} as stored
+    left semi join (select distinct {{ key_list }} from {{ batch }}) as recomputed using ({{ key_list }})
+    left anti join {{ batch }} as batch using ({{ key_list }}, _cdc_valid_from_seq)
 {%- endset -%}
 {%- set n_changes = run_query("select count(*) from (" ~ effective ~ ") as effective").rows[0][0] -%}
 
@@ -81,4 +101,10 @@
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
 {{ return(cdc_watermark_sql(target, newest)) }}
+{% endmacro %}
+
+
+{#- Where an incremental run of a history model keeps its resolved batch until the post-hook. -#}
+{% macro cdc_history_batch_relation(target) %}
+    {{ return(target.incorporate(path={"identifier": target.identifier ~ "__cdc_batch"}, type='table')) }}
 {% endmacro %}

@@ -1,5 +1,7 @@
 """The oracle: after every phase of a seeded workload on a real PostgreSQL, captured by real
-Debezium, `dbt build` (incremental) must leave every silver table equal to PostgreSQL.
+Debezium, `dbt build` (incremental) must leave every silver table equal to PostgreSQL; and at
+the end, each history model read "as of" every phase boundary must equal PostgreSQL's state
+captured at that boundary.
 
 Seeds: 3 by default (CI); `--oracle-seeds 50` or `CDC_ORACLE_SEEDS=50` for the slow mode
 (see README, "The oracle"). Each seed covers all landing shapes: Debezium envelope with and
@@ -22,9 +24,13 @@ def test_lake_equals_database_after_every_phase(oracle_seed: int, tmp_path: Path
     with TemporaryPostgres() as pg:
         run = OracleRun(pg, tmp_path, oracle_seed)
         run.start()
+        boundaries = []
         for phase in range(1, PHASES + 1):
             run.phase(phase, TRANSACTIONS)
+            boundaries.append(run.boundary())
             run.deliver()
             export = run.build(f"phase{phase}")
             run.assert_lake_equals_database(export, f"phase {phase}")
+        for phase, (at, state) in enumerate(boundaries, start=1):
+            run.assert_history_as_of_equals(export, at, state, f"history as of phase {phase}")
         run.source.drop()
