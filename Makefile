@@ -54,13 +54,12 @@ run: install
 	@echo "Docs with lineage:    make docs   (then open http://127.0.0.1:8080)"
 
 ## Checks ------------------------------------------------------------------------------------
+# The pre-commit hooks (.pre-commit-config.yaml): ruff check, ruff format --check, sqlfluff lint.
 lint: install-dev
-	ruff check cdc_lakehouse adapter tests python_models
-	ruff format --check cdc_lakehouse adapter tests python_models
-	sqlfluff lint models tests/dbt
+	pre-commit run --all-files --show-diff-on-failure
 
 format: install-dev
-	ruff format cdc_lakehouse adapter tests python_models
+	ruff format .
 	sqlfluff fix models tests/dbt
 
 test: install-dev lint

@@ -1,6 +1,6 @@
 {#
   on-run-end hook: when var `cdc_export_dir` is set, write every bronze, silver and gold table
-  built by the run (and the rejects) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
+  built by the run (and the rejects, and the run's audit rows) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
   with their scale, timestamps to the microsecond in UTC, binary as base64, arrays as JSON).
   Used by the tests to compare the lake with the source; handy for diffing two builds.
 #}
@@ -27,6 +27,18 @@
             {% endcall %}
         {%- endif -%}
     {%- endfor -%}
+    {#- This run's rows of the run audit (cdc_run_audit), when it wrote any. -#}
+    {%- set audit = cdc_run_audit_relation() -%}
+    {%- if adapter.get_relation(audit.database, audit.schema, audit.identifier) is not none -%}
+        {% call statement('cdc_export_audit') %}
+            insert overwrite directory '{{ export_dir }}/{{ audit.schema }}.{{ audit.identifier }}'
+            using json
+            options ('ignoreNullFields' = 'false')
+            select /*+ coalesce(1) */ *
+            from {{ audit }}
+            where invocation_id = '{{ invocation_id }}'
+        {% endcall %}
+    {%- endif -%}
     {{ return('') }}
 {% endmacro %}
 

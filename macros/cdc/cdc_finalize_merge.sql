@@ -37,8 +37,13 @@
     {% call statement('cdc_rebuild_tombstones') %}
         {{ cdc_rebuild_tombstones_sql(this, changes, keys) }}
     {% endcall %}
+    {%- set rows = run_query("select count(*) from " ~ this).rows[0][0] -%}
     {% call statement('cdc_set_watermark') %}
-        {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ changes) }}
+        {{ cdc_set_watermark_sql(
+            this,
+            "select max(_cdc_loaded_at) from " ~ changes,
+            {'kind': 'full', 'inserted': rows, 'updated': 0, 'deleted': 0},
+        ) }}
     {% endcall %}
     {{ return('') }}
 {% endmacro %}

@@ -80,11 +80,17 @@
     ~ " cast(max(_cdc_batch_loaded_at) as string),"
     ~ (" count_if(_cdc_action in ('upsert', 'delete') and _cdc_target_exists),"
        ~ " count_if(_cdc_action in " ~ new_actions ~ " and not _cdc_target_exists)," if split else " 0, 0,")
-    ~ " count_if(_cdc_action = 'replace_marker')"
+    ~ " count_if(_cdc_action = 'replace_marker'),"
+    ~ (" count_if(_cdc_action = 'upsert' and not _cdc_target_exists),"
+       ~ " count_if(_cdc_action = 'upsert' and _cdc_target_exists),"
+       ~ " count_if(_cdc_action = 'delete' and " ~ ("true" if soft else "_cdc_target_exists") ~ ")"
+       if split else " null, null, count_if(_cdc_action = 'delete')")
     ~ " from " ~ batch
 ).rows[0] -%}
 {%- set n_changes, n_deletes, truncate_seq, newest = stats[0], stats[1], stats[2], stats[3] -%}
 {%- set n_matched, n_new, n_replace_markers = stats[4], stats[5], stats[6] -%}
+{#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
+{%- set run = {'kind': 'incremental', 'inserted': stats[7], 'updated': stats[8], 'deleted': stats[9]} -%}
 
 {#- A late event made the model resolve the whole change log (cdc_late_changes_found): the
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
@@ -112,7 +118,7 @@
     {% call statement('cdc_rebuild_tombstones') %}
         {{ cdc_rebuild_tombstones_sql(target, cdc_upstream_change_log(), keys) }}
     {% endcall %}
-    {{ return(cdc_watermark_sql(target, newest)) }}
+    {{ return(cdc_watermark_sql(target, newest, {'kind': 'replace'})) }}
 {%- endif %}
 
 {%- if split and n_matched > 0 %}
@@ -201,7 +207,7 @@
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
-{{ return(cdc_watermark_sql(target, newest)) }}
+{{ return(cdc_watermark_sql(target, newest, run)) }}
 {% endmacro %}
 
 

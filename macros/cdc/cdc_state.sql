@@ -32,15 +32,28 @@
   Statement that sets the watermark to the newest `_cdc_loaded_at` found by `max_query`
   (a query returning one timestamp); keeps the current one when that query finds nothing.
 #}
-{% macro cdc_set_watermark_sql(relation, max_query) %}
+{% macro cdc_set_watermark_sql(relation, max_query, run=none) %}
     {%- set found = run_query("select cast((" ~ max_query ~ ") as string)").rows[0][0] -%}
     {%- set value = found or cdc_watermark_value(relation) or '1970-01-01 00:00:00' -%}
-    {{ return(cdc_watermark_sql(relation, value)) }}
+    {{ return(cdc_watermark_sql(relation, value, run)) }}
 {% endmacro %}
 
 
-{% macro cdc_watermark_sql(relation, value) %}
-    {{ return("alter table " ~ relation ~ " set tblproperties ('cdc.watermark' = '" ~ value ~ "')") }}
+{#
+  Statement that sets the watermark (table property `cdc.watermark`) and, given `run` (a dict:
+  kind, inserted, updated, deleted), what this run applied (`cdc.run.*`, stamped with the
+  invocation id), in one commit. The run audit hook (cdc_run_audit) reads them.
+#}
+{% macro cdc_watermark_sql(relation, value, run=none) %}
+    {%- set properties = ["'cdc.watermark' = '" ~ value ~ "'"] -%}
+    {%- if run is not none -%}
+        {%- do properties.append("'cdc.run.invocation_id' = '" ~ invocation_id ~ "'") -%}
+        {%- for name in ('kind', 'inserted', 'updated', 'deleted') -%}
+            {%- set number = run.get(name) -%}
+            {%- do properties.append("'cdc.run." ~ name ~ "' = '" ~ ('' if number is none else number) ~ "'") -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return("alter table " ~ relation ~ " set tblproperties (" ~ (properties | join(', ')) ~ ")") }}
 {% endmacro %}
 
 

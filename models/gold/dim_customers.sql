@@ -14,10 +14,10 @@ orders as (
 customer_orders as (
     select
         customer_id,
+        cast(sum(order_total) as decimal(16, 2)) as lifetime_revenue,
         count(*) as order_count,
         min(order_date) as first_order_date,
-        max(order_date) as last_order_date,
-        cast(sum(order_total) as decimal(16, 2)) as lifetime_revenue
+        max(order_date) as last_order_date
     from orders
     where status != 'cancelled'
     group by customer_id
@@ -29,13 +29,13 @@ final as (
         customers.company_name,
         customers.contact_name,
         customers.country,
-        coalesce(regions.region, 'Unknown') as region,
         customers.loyalty_tier,
         customers.credit_limit,
         customers.created_at,
-        coalesce(customer_orders.order_count, 0) as order_count,
         customer_orders.first_order_date,
         customer_orders.last_order_date,
+        coalesce(regions.region, 'Unknown') as region,
+        coalesce(customer_orders.order_count, 0) as order_count,
         coalesce(customer_orders.lifetime_revenue, cast(0 as decimal(16, 2))) as lifetime_revenue
     from customers
     left join regions on customers.country = regions.country

@@ -9,8 +9,8 @@ order_details as (
 sales as (
     select
         product_id,
-        sum(quantity) as units_sold,
-        cast(sum(unit_price * quantity * (1 - discount)) as decimal(16, 2)) as revenue
+        cast(sum(unit_price * quantity * (1 - discount)) as decimal(16, 2)) as revenue,
+        sum(quantity) as units_sold
     from order_details
     group by product_id
 ),

@@ -5,11 +5,11 @@ with orders as (
 final as (
     select
         order_date,
-        count(*) as order_count,
-        count(distinct customer_id) as customer_count,
         cast(sum(items_total) as decimal(16, 2)) as items_revenue,
         cast(sum(freight) as decimal(16, 2)) as freight_revenue,
-        cast(sum(order_total) as decimal(16, 2)) as total_revenue
+        cast(sum(order_total) as decimal(16, 2)) as total_revenue,
+        count(*) as order_count,
+        count(distinct customer_id) as customer_count
     from orders
     where status != 'cancelled'
     group by order_date

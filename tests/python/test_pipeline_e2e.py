@@ -49,9 +49,12 @@ def build(
 
 
 def all_rows(export_dir: Path) -> dict[str, list[dict]]:
-    """Every exported table, rows sorted, for whole-lake equality checks."""
+    """Every exported lake table, rows sorted, for whole-lake equality checks (not the run
+    audit, whose rows name the run)."""
     tables = {}
     for folder in sorted(p for p in export_dir.iterdir() if p.is_dir()):
+        if folder.name.startswith("audit."):
+            continue
         rows = read_export(export_dir, folder.name)
         tables[folder.name] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
     return tables
@@ -221,3 +224,51 @@ def test_malformed_lines_land_in_rejects(stepwise: dict[str, Path]) -> None:
     for (_, reason), (_, expected) in zip(found, MALFORMED, strict=True):
         assert reason.startswith(expected), f"{reason!r} should start with {expected!r}"
     assert all(r["flatten_model"] == "flat_northwind__orders" for r in rejects)
+
+
+def audit(export_dir: Path) -> dict[str, dict]:
+    """This run's rows of the run audit, by silver table."""
+    return {row["relation_name"]: row for row in read_export(export_dir, "audit.cdc_run_audit")}
+
+
+def good_events(export_dir: Path, table: northwind.Table) -> int:
+    """Change events of `table` in bronze (rejected lines excluded)."""
+    rows = read_export(export_dir, f"bronze.flat_northwind__{table.name}")
+    return sum(1 for row in rows if row["_cdc_reject_reason"] is None)
+
+
+def test_run_audit_of_a_first_build_and_a_no_op(full: dict[str, Path]) -> None:
+    first, again = audit(full["first"]), audit(full["again"])
+    assert set(first) == set(again) == {f"silver.{t.name}" for t in northwind.TABLES}
+    for table in northwind.TABLES:
+        name = f"silver.{table.name}"
+        row = first[name]
+        assert (row["status"], row["run_kind"]) == ("success", "full")
+        assert row["events_read"] == good_events(full["first"], table)
+        assert row["rows_inserted"] == len(read_export(full["first"], name))
+        assert row["lines_rejected"] == 0
+        assert row["applied_seq"] is not None and row["lag_seconds"] > 0
+        noop = again[name]
+        assert noop["run_kind"] == "no-op"
+        counts = ("events_read", "rows_inserted", "rows_updated", "rows_deleted")
+        assert [noop[c] for c in counts] == [0, 0, 0, 0]
+        for carried in ("applied_seq", "newest_source_ts", "loaded_watermark"):
+            assert noop[carried] == row[carried], f"{name}: {carried} moved on a no-op run"
+
+
+def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:
+    step1, step2, refresh = (audit(stepwise[s]) for s in ("step1", "step2", "refresh"))
+    for table in northwind.TABLES:
+        name = f"silver.{table.name}"
+        assert step1[name]["run_kind"] == refresh[name]["run_kind"] == "full"
+        loaded_before = good_events(stepwise["step1"], table)
+        assert step1[name]["events_read"] == loaded_before
+        # Step 2 reads exactly what landed since step 1; the full refresh reads everything.
+        assert step2[name]["events_read"] == good_events(stepwise["step2"], table) - loaded_before
+        assert refresh[name]["events_read"] == good_events(stepwise["refresh"], table)
+        assert step2[name]["run_kind"] in ("incremental", "replace")
+        if step2[name]["run_kind"] == "incremental":
+            applied = sum(step2[name][c] for c in ("rows_inserted", "rows_updated", "rows_deleted"))
+            assert 0 < applied <= step2[name]["events_read"]
+        assert step2[name]["lines_rejected"] == (3 if table.name == "orders" else 0)
+        assert step2[name]["loaded_watermark"] > step1[name]["loaded_watermark"]

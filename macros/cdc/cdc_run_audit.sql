@@ -1,0 +1,199 @@
+{#
+  on-run-end hook: one row per silver current-state model of the run in the run audit table
+  (`<cdc_audit_schema>.cdc_run_audit`): events read, rows inserted, updated and deleted, lines
+  rejected, the watermarks and the lag; then a short summary on the terminal. Takes dbt's `results`.
+#}
+{% macro cdc_run_audit(results) %}
+    {%- if not execute or flags.WHICH not in ('build', 'run') -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set silver = [] -%}
+    {%- for result in results -%}
+        {%- if result.node.resource_type == 'model' and result.node.config.get('incremental_strategy') == 'cdc_merge' -%}
+            {%- do silver.append(result) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if not silver -%}
+        {{ return('') }}
+    {%- endif -%}
+
+    {%- set audit = cdc_run_audit_relation() -%}
+    {% do run_query('create schema if not exists ' ~ audit.schema) %}
+    {% do run_query(cdc_run_audit_ddl(audit)) %}
+
+    {%- set rows = [] -%}
+    {%- set lines = [] -%}
+    {%- for result in silver -%}
+        {%- set row = cdc_run_audit_row(result, audit) -%}
+        {%- do rows.append(row) -%}
+        {%- do lines.append(cdc_run_audit_line(row)) -%}
+    {%- endfor -%}
+    {% do run_query(cdc_run_audit_insert(audit, rows)) %}
+    {{ print('\nCDC run audit (' ~ audit ~ '):\n'
+        ~ '  ' ~ 'table'.ljust(24) ~ 'kind'.ljust(12) ~ 'events'.rjust(9) ~ 'inserted'.rjust(10)
+        ~ 'updated'.rjust(9) ~ 'deleted'.rjust(9) ~ 'rejected'.rjust(10) ~ '  lag\n'
+        ~ (lines | join('\n'))) }}
+    {{ return('') }}
+{% endmacro %}
+
+
+{% macro cdc_run_audit_relation() %}
+    {{ return(api.Relation.create(schema=var('cdc_audit_schema', 'audit'), identifier='cdc_run_audit', type='table')) }}
+{% endmacro %}
+
+
+{% macro cdc_run_audit_ddl(audit) %}
+    create table if not exists {{ audit }} (
+        invocation_id string,
+        run_started_at timestamp,
+        recorded_at timestamp,
+        model string,
+        relation_name string,
+        status string,
+        run_kind string,
+        events_read bigint,
+        rows_inserted bigint,
+        rows_updated bigint,
+        rows_deleted bigint,
+        lines_rejected bigint,
+        loaded_watermark timestamp,
+        applied_seq decimal(38, 0),
+        newest_source_ts timestamp,
+        lag_seconds bigint
+    )
+    using iceberg
+{% endmacro %}
+
+
+{#- The audit row of one silver model's result, as a dict of SQL literals and display values. -#}
+{% macro cdc_run_audit_row(result, audit) %}
+    {%- set node = result.node -%}
+    {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias, type='table') -%}
+    {%- set row = {
+        'model': node.name, 'relation': relation | string, 'status': result.status | string,
+        'kind': none, 'events': none, 'inserted': none, 'updated': none, 'deleted': none,
+        'rejected': none, 'watermark': none, 'seq': none, 'newest': none,
+    } -%}
+    {%- if row.status != 'success' -%}
+        {{ return(row) }}
+    {%- endif -%}
+
+    {#- What the strategy (or the full build's post-hook) applied, if it ran in this invocation. -#}
+    {%- set properties = {} -%}
+    {%- for property in run_query('show tblproperties ' ~ relation).rows -%}
+        {%- do properties.update({property[0]: property[1]}) -%}
+    {%- endfor -%}
+    {%- if properties.get('cdc.run.invocation_id') == invocation_id -%}
+        {%- do row.update({'kind': properties.get('cdc.run.kind')}) -%}
+        {%- for name in ('inserted', 'updated', 'deleted') -%}
+            {%- set value = properties.get('cdc.run.' ~ name) -%}
+            {%- do row.update({name: (value | int) if value else none}) -%}
+        {%- endfor -%}
+    {%- else -%}
+        {%- do row.update({'kind': 'no-op', 'inserted': 0, 'updated': 0, 'deleted': 0}) -%}
+    {%- endif -%}
+    {%- do row.update({'watermark': properties.get('cdc.watermark')}) -%}
+
+    {#- Events read: the change log between the previous audited watermark and this one. -#}
+    {%- set previous = run_query(
+        "select cast(loaded_watermark as string), cast(applied_seq as string), cast(newest_source_ts as string)"
+        ~ " from " ~ audit ~ " where relation_name = '" ~ row.relation ~ "' and status = 'success'"
+        ~ " order by recorded_at desc limit 1"
+    ).rows -%}
+    {%- set previous = previous[0] if previous | length > 0 else [none, none, none] -%}
+    {%- set changes, flatten = cdc_run_audit_upstream(node) -%}
+    {%- if row.kind == 'no-op' and previous[0] is not none -%}
+        {%- do row.update({'events': 0, 'seq': previous[1], 'newest': previous[2]}) -%}
+    {%- else -%}
+    {%- set lower = none if row.kind in ('full', 'no-op') else previous[0] -%}
+    {%- set window = run_query(
+        "select count(*), cast(max(_cdc_seq) as string), cast(max(_cdc_source_ts) as string)"
+        ~ " from " ~ changes
+        ~ " where _cdc_loaded_at <= timestamp'" ~ (row.watermark or '1970-01-01 00:00:00') ~ "'"
+        ~ (" and _cdc_loaded_at > timestamp'" ~ lower ~ "'" if lower else "")
+    ).rows[0] -%}
+    {%- do row.update({
+        'events': 0 if row.kind == 'no-op' else window[0],
+        'seq': window[1] or previous[1],
+        'newest': window[2] or previous[2],
+    }) -%}
+    {%- endif -%}
+
+    {#- Lines rejected while flattening in this run. -#}
+    {%- if flatten is not none -%}
+        {%- set rejected = run_query(
+            "select count(*) from " ~ flatten ~ " where _cdc_reject_reason is not null"
+            ~ " and _cdc_loaded_at >= timestamp'" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'"
+        ).rows[0][0] -%}
+        {%- do row.update({'rejected': rejected}) -%}
+    {%- endif -%}
+    {{ return(row) }}
+{% endmacro %}
+
+
+{#- The change log a silver node reads (its upstream model) and the flatten model behind it. -#}
+{% macro cdc_run_audit_upstream(node) %}
+    {%- set found = [] -%}
+    {%- for depth in range(2) -%}
+        {%- set parents = [] -%}
+        {%- for unique_id in (found[-1] if found else node).depends_on.nodes -%}
+            {%- set parent = graph.nodes.get(unique_id) -%}
+            {%- if parent is not none and parent.resource_type == 'model' -%}
+                {%- do parents.append(parent) -%}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- if parents -%}
+            {%- do found.append(parents[0]) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set relations = [] -%}
+    {%- for parent in found -%}
+        {%- do relations.append(api.Relation.create(schema=parent.schema, identifier=parent.alias)) -%}
+    {%- endfor -%}
+    {%- if relations | length == 1 -%}
+        {%- do relations.append(none) -%}
+    {%- endif -%}
+    {{ return(relations[:2]) }}
+{% endmacro %}
+
+
+{% macro cdc_run_audit_insert(audit, rows) %}
+    {%- set values = [] -%}
+    {%- for row in rows -%}
+        {%- set literals = [] -%}
+        {%- for name in ('kind', 'watermark', 'seq', 'newest') -%}
+            {%- do literals.append("null" if row[name] is none else "'" ~ row[name] ~ "'") -%}
+        {%- endfor -%}
+        {%- set numbers = [] -%}
+        {%- for name in ('events', 'inserted', 'updated', 'deleted', 'rejected') -%}
+            {%- do numbers.append("null" if row[name] is none else row[name] | string) -%}
+        {%- endfor -%}
+        {%- do values.append(
+            "select '" ~ invocation_id ~ "', timestamp'" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "',"
+            ~ " current_timestamp(), '" ~ row.model ~ "', '" ~ row.relation ~ "', '" ~ row.status ~ "',"
+            ~ " " ~ literals[0] ~ ", " ~ (numbers | join(', ')) ~ ","
+            ~ " cast(" ~ literals[1] ~ " as timestamp), cast(" ~ literals[2] ~ " as decimal(38, 0)),"
+            ~ " cast(" ~ literals[3] ~ " as timestamp),"
+            ~ " unix_timestamp(current_timestamp()) - unix_timestamp(cast(" ~ literals[3] ~ " as timestamp))"
+        ) -%}
+    {%- endfor -%}
+    {{ return("insert into " ~ audit ~ "\n" ~ (values | join("\nunion all\n"))) }}
+{% endmacro %}
+
+
+{#- One summary line: counts, and the lag as days/hours/minutes. -#}
+{% macro cdc_run_audit_line(row) %}
+    {%- set numbers = [] -%}
+    {%- for name, width in [('events', 9), ('inserted', 10), ('updated', 9), ('deleted', 9), ('rejected', 10)] -%}
+        {%- do numbers.append(('-' if row[name] is none else '{:,}'.format(row[name] | int)).rjust(width)) -%}
+    {%- endfor -%}
+    {%- set lag = '-' -%}
+    {%- if row.newest -%}
+        {%- set seconds = run_query(
+            "select unix_timestamp(current_timestamp()) - unix_timestamp(timestamp'" ~ row.newest ~ "')"
+        ).rows[0][0] | int -%}
+        {%- set lag = '{}d {:02d}h{:02d}m'.format(seconds // 86400, (seconds % 86400) // 3600, (seconds % 3600) // 60)
+            if seconds >= 86400 else '{:02d}h{:02d}m{:02d}s'.format(seconds // 3600, (seconds % 3600) // 60, seconds % 60) -%}
+    {%- endif -%}
+    {{ return('  ' ~ row.relation.ljust(24) ~ (row.kind or row.status).ljust(12) ~ (numbers | join('')) ~ '  ' ~ lag) }}
+{% endmacro %}
