@@ -37,13 +37,15 @@ $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 install: $(VENV)/.installed-run system-java
 install-dev: $(VENV)/.installed-dev system-deps
 
-# Debian packages: a JDK for Spark; PostgreSQL for the real-source tests.
+# Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
+# WebDriver for the docs-site test (tests/python/test_docs_site.py).
 .PHONY: system-java
 system-java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
 system-deps: system-java
 	@test -x /usr/lib/postgresql/15/bin/initdb || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15; }
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 
 ## Main job ----------------------------------------------------------------------------------
 run: install

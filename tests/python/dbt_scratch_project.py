@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from lakehouse import REPO
 
+from cdc_lakehouse.spec import TableSpec
+
 PROJECT_YML = """
 name: cdc_lakehouse
 version: "0.1.0"
@@ -43,8 +45,19 @@ models:
       +post-hook: "{{ cdc_finalize_merge() }}"
 """
 
-# Every flatten model is the same few lines: reuse the project's own.
+# Every flatten model is the same few lines: reuse the project's own, naming its own landing
+# source instead of the northwind one.
 FLATTEN_MODEL = (REPO / "python_models/flatten/northwind/flat_northwind__customers.py").read_text()
+NORTHWIND_SOURCE = 'dbt.source("landing_northwind", "customers")'
+assert NORTHWIND_SOURCE in FLATTEN_MODEL, "the flatten model no longer names its landing source"
+
+
+def landing_source(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `landing` source table of one flatten model: its topic folder, as in the project's
+    _northwind__sources.yml."""
+    topic = TableSpec.from_config(None, config).topic
+    root = "{{ var('cdc_landing_root', 'landing') }}"
+    return {"name": name, "identifier": f"{root}/topics/{topic}"}
 
 
 def make_project(
@@ -63,10 +76,13 @@ def make_project(
     for folder in (flatten, staging, silver):
         folder.mkdir(parents=True)
     flatten_yml = []
+    sources = []
     for name, config in tables.items():
         keys = list(config["key"])
-        (flatten / f"flat_{name}.py").write_text(FLATTEN_MODEL)
+        model = FLATTEN_MODEL.replace(NORTHWIND_SOURCE, f'dbt.source("landing", "{name}")')
+        (flatten / f"flat_{name}.py").write_text(model)
         flatten_yml.append({"name": f"flat_{name}", "config": {"cdc_table": dict(config)}})
+        sources.append(landing_source(name, config))
         (staging / f"stg_{name}_changes.sql").write_text(
             f"select {{{{ cdc_staging_columns(ref('flat_{name}'), {keys!r}) }}}}\n"
             f"from {{{{ ref('flat_{name}') }}}}\nwhere _cdc_reject_reason is null\n"
@@ -76,4 +92,8 @@ def make_project(
             f"delete_mode={delete_mode!r}) }}}}\n"
         )
     (flatten / "_flatten.yml").write_text(yaml.safe_dump({"version": 2, "models": flatten_yml}))
+    landing = {"name": "landing", "schema": "text", "quoting": {"identifier": True}}
+    (flatten / "_sources.yml").write_text(
+        yaml.safe_dump({"version": 2, "sources": [{**landing, "tables": sources}]})
+    )
     return root
