@@ -555,7 +555,8 @@ def markdown(results: dict[str, Any]) -> str:
     if cap:
         lines += [
             "",
-            "Capture (PostgreSQL -> landing, capture tool, envelope, schemas off): "
+            "Capture (PostgreSQL -> landing, capture tool, envelope, schemas off; Debezium's "
+            "JVM runs inside the tool's Python process, so its peak RSS is the whole tool): "
             + "; ".join(
                 f"{phase} {c['events']:,} events in {c['wall_seconds']:.1f} s wall "
                 f"({c['events_per_second_engine']:,} events/s first to last batch, peak RSS "
