@@ -630,6 +630,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--publish", action="store_true", help="copy results into docs/")
     parser.add_argument("--keep", action="store_true", help="keep generated data and lakehouses")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="start from the results.json in --out and the tables in --work of an earlier run "
+        "(with --keep, or stopped) and run only --only, e.g. the scenarios it did not reach",
+    )
+    parser.add_argument(
         "--from-results",
         action="store_true",
         help="run nothing: targets, charts, results.md (and docs with --publish) from the "
@@ -645,7 +651,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_results:
         return report(json.loads((out / "results.json").read_text()), out, args.publish)
     suite = Suite(args.scale, work, out, [r for r in args.references.split(",") if r])
-    started = time.monotonic()
+    if args.resume:
+        earlier = json.loads((out / "results.json").read_text())
+        earlier.setdefault("resumed", []).append(
+            {"command": suite.results["command"], "started": suite.results["started"],
+             "load_average_at_start": suite.results["machine"]["load_average_at_start"]}
+        )  # fmt: skip
+        suite.results = earlier
+    # A resumed suite's duration counts the scenarios the earlier run finished.
+    started = time.monotonic() - sum(suite.results.get("scenario_seconds", {}).values())
     say(f"benchmark suite, scale {args.scale}: {', '.join(chosen)}; work in {work}")
     for name in SCENARIOS:
         if name not in chosen:
