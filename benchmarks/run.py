@@ -578,7 +578,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"delete files, {b['files']['snapshots']} snapshots), {a['seconds']:.2f} s after "
             f"maintenance ({a['files']['data_files']} data files, "
             f"{a['files']['position_delete_files']} delete files, {a['files']['snapshots']} "
-            f"snapshots); {ops}.",
+            f"snapshots); {ops}; same rows and checksum after maintenance: "
+            f"{'yes' if mt['same_rows_after'] else '**no**'}.",
         ]
     cap = scenarios.get("capture")
     if cap:
