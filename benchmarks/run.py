@@ -573,7 +573,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"Maintenance ({label(mt['rows'])} rows, {mt['runs']['runs']} runs of "
             f"{label(mt['runs']['batch'])} events, median run "
             f"{sorted(mt['runs']['seconds'])[len(mt['runs']['seconds']) // 2]:.1f} s): silver "
-            f"read {f['seconds']:.2f} s fresh, {b['seconds']:.2f} s after the runs "
+            f"read {f['seconds']:.2f} s before the runs, {b['seconds']:.2f} s after the runs "
             f"({b['files']['data_files']} data files, {b['files']['position_delete_files']} "
             f"delete files, {b['files']['snapshots']} snapshots), {a['seconds']:.2f} s after "
             f"maintenance ({a['files']['data_files']} data files, "
