@@ -139,7 +139,7 @@ def maintenance(results: dict[str, Any], path: Path) -> None:
     if not mt:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    stages = ["fresh", "after runs", "after maintenance"]
+    stages = ["before the runs", "after the runs", "after maintenance"]
     reads = [mt["read_fresh"], mt["read_before"], mt["read_after"]]
     left.bar(stages, [r["seconds"] for r in reads], color=["#9467bd", "#d62728", "#2ca02c"])
     left.set_ylabel("seconds (best of 3, warm session)")

@@ -443,6 +443,20 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{noop['wall_seconds']:.1f} s",
             noop["wall_seconds"] <= 20,
         )
+    counts = [r["pipeline"]["rows_match_source"] for r in scenarios.get("initial", [])]
+    for table in tables:
+        counts += [
+            b["pipeline"]["checksum"]["row_count"] == b["expected_rows"]
+            for b in table["batches"]
+            if "checksum" in b["pipeline"]
+        ]
+    if counts:
+        add(
+            "silver holds exactly the rows alive at the source (after every load and batch)",
+            "all",
+            f"{sum(counts)} of {len(counts)}",
+            all(counts),
+        )
     checks = []
     for row in initial + [r for r in scenarios.get("initial", []) if r["schemas"]]:
         checks += [ref["matches_pipeline"] for ref in row["references"].values()]
@@ -470,11 +484,26 @@ RESULTS_END = "<!-- results:end -->"
 def markdown(results: dict[str, Any]) -> str:
     """The generated results section of docs/benchmarks.md."""
     m, v = results["machine"], results["versions"]
+    load = m["load_average_at_start"][0]
+    shared = (
+        f" (over {m['cores']}: other jobs shared the machine, so every time below is slower than "
+        "on an idle machine; each step's own load average is in results.json)"
+        if load > m["cores"]
+        else ""
+    )
+    if "total_seconds" in results:
+        took = f"The suite took {results['total_seconds'] / 60:.1f} min"
+    else:
+        took = "The suite was stopped before it finished"
+    per_scenario = ", ".join(
+        f"{name} {seconds / 60:.1f} min"
+        for name, seconds in results.get("scenario_seconds", {}).items()
+    )
     lines = [
         f"Scale `{results['scale']}`, run {results['started']} with `{results['command']}`.",
+        f"{took}" + (f" ({per_scenario})" if per_scenario else "") + ".",
         f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, {m['os']}; load "
-        f"average at start {m['load_average_at_start'][0]} (the machine is shared: see each "
-        "row's load average in results.json).",
+        f"average at start {load}{shared}.",
         "Versions: " + ", ".join(f"{k} {v[k]}" for k in sorted(v)) + ".",
         "",
         "| target | goal | measured | met |",
@@ -544,18 +573,20 @@ def markdown(results: dict[str, Any]) -> str:
             f"Maintenance ({label(mt['rows'])} rows, {mt['runs']['runs']} runs of "
             f"{label(mt['runs']['batch'])} events, median run "
             f"{sorted(mt['runs']['seconds'])[len(mt['runs']['seconds']) // 2]:.1f} s): silver "
-            f"read {f['seconds']:.2f} s fresh, {b['seconds']:.2f} s after the runs "
+            f"read {f['seconds']:.2f} s before the runs, {b['seconds']:.2f} s after the runs "
             f"({b['files']['data_files']} data files, {b['files']['position_delete_files']} "
             f"delete files, {b['files']['snapshots']} snapshots), {a['seconds']:.2f} s after "
             f"maintenance ({a['files']['data_files']} data files, "
             f"{a['files']['position_delete_files']} delete files, {a['files']['snapshots']} "
-            f"snapshots); {ops}.",
+            f"snapshots); {ops}; same rows and checksum after maintenance: "
+            f"{'yes' if mt['same_rows_after'] else '**no**'}.",
         ]
     cap = scenarios.get("capture")
     if cap:
         lines += [
             "",
-            "Capture (PostgreSQL -> landing, capture tool, envelope, schemas off): "
+            "Capture (PostgreSQL -> landing, capture tool, envelope, schemas off; Debezium's "
+            "JVM runs inside the tool's Python process, so its peak RSS is the whole tool): "
             + "; ".join(
                 f"{phase} {c['events']:,} events in {c['wall_seconds']:.1f} s wall "
                 f"({c['events_per_second_engine']:,} events/s first to last batch, peak RSS "
@@ -599,6 +630,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results (artifacts/benchmarks/<scale>)")
     parser.add_argument("--publish", action="store_true", help="copy results into docs/")
     parser.add_argument("--keep", action="store_true", help="keep generated data and lakehouses")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="start from the results.json in --out and the tables in --work of an earlier run "
+        "(with --keep, or stopped) and run only --only, e.g. the scenarios it did not reach",
+    )
+    parser.add_argument(
+        "--from-results",
+        action="store_true",
+        help="run nothing: targets, charts, results.md (and docs with --publish) from the "
+        "results.json already in --out, e.g. of a run that was stopped",
+    )
     args = parser.parse_args(argv)
     chosen = [s for s in args.only.split(",") if s]
     unknown = set(chosen) - set(SCENARIOS)
@@ -606,8 +649,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     work = (args.work or REPO / "bench_data" / args.scale).resolve()
     out = (args.out or REPO / "artifacts" / "benchmarks" / args.scale).resolve()
+    if args.from_results:
+        return report(json.loads((out / "results.json").read_text()), out, args.publish)
     suite = Suite(args.scale, work, out, [r for r in args.references.split(",") if r])
-    started = time.monotonic()
+    if args.resume:
+        earlier = json.loads((out / "results.json").read_text())
+        earlier.setdefault("resumed", []).append(
+            {"command": suite.results["command"], "started": suite.results["started"],
+             "load_average_at_start": suite.results["machine"]["load_average_at_start"]}
+        )  # fmt: skip
+        suite.results = earlier
+    # A resumed suite's duration counts the scenarios the earlier run finished.
+    started = time.monotonic() - sum(suite.results.get("scenario_seconds", {}).values())
     say(f"benchmark suite, scale {args.scale}: {', '.join(chosen)}; work in {work}")
     for name in SCENARIOS:
         if name not in chosen:
@@ -621,18 +674,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     suite.results["total_seconds"] = round(time.monotonic() - started)
     suite.results["targets"] = evaluate(suite.results)
     suite.save()
-    from benchmarks.charts import draw_charts
-
-    draw_charts(suite.results, out)
-    (out / "results.md").write_text(markdown(suite.results) + "\n")
-    if args.publish:
-        publish(suite.results, out)
     if not args.keep:
         shutil.rmtree(work / "lakehouse", ignore_errors=True)
         shutil.rmtree(work / "data", ignore_errors=True)
         shutil.rmtree(work / "duckdb", ignore_errors=True)
-    print(markdown(suite.results))
+    report(suite.results, out, args.publish)
     say(f"done in {suite.results['total_seconds'] / 60:.1f} min; results in {out}")
+    return 0
+
+
+def report(results: dict[str, Any], out: Path, publish_docs: bool) -> int:
+    """Targets, charts and results.md of `results` (and docs/ with `publish_docs`)."""
+    from benchmarks.charts import draw_charts
+
+    results["targets"] = evaluate(results)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    draw_charts(results, out)
+    (out / "results.md").write_text(markdown(results) + "\n")
+    if publish_docs:
+        publish(results, out)
+    print(markdown(results))
     return 0
 
 
