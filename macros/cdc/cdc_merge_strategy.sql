@@ -203,7 +203,16 @@
 {% endcall %}
 {%- endif %}
 
-{#- The watermark moves last; an empty batch (nothing landed since) changes nothing. -#}
+{#- An empty batch: nothing landed since the last run, or every event read was older than what
+    silver holds (late files), so none survived. The watermark still moves past the latter, or
+    every later run would read them again. -#}
+{%- if newest is none -%}
+    {%- set newest = run_query(
+        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
+        ~ " where _cdc_loaded_at > " ~ cdc_watermark(target)
+    ).rows[0][0] -%}
+{%- endif -%}
+{#- The watermark moves last. -#}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}

@@ -268,7 +268,9 @@ def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:
         assert refresh[name]["events_read"] == good_events(stepwise["refresh"], table)
         assert step2[name]["run_kind"] in ("incremental", "replace")
         if step2[name]["run_kind"] == "incremental":
+            # Late files can hold only events older than silver's rows: none applies, but the
+            # watermark still moves past them (below).
             applied = sum(step2[name][c] for c in ("rows_inserted", "rows_updated", "rows_deleted"))
-            assert 0 < applied <= step2[name]["events_read"]
+            assert 0 <= applied <= step2[name]["events_read"]
         assert step2[name]["lines_rejected"] == (3 if table.name == "orders" else 0)
         assert step2[name]["loaded_watermark"] > step1[name]["loaded_watermark"]
