@@ -18,8 +18,9 @@
     {%- endif -%}
 
     {%- set audit = cdc_run_audit_relation() -%}
-    {% do run_query('create schema if not exists ' ~ audit.schema) %}
-    {% do run_query(cdc_run_audit_ddl(audit)) %}
+    {#- DDL and the insert without fetching: over Thrift they return no result set to fetch. -#}
+    {% do adapter.execute('create schema if not exists ' ~ audit.schema, fetch=false) %}
+    {% do adapter.execute(cdc_run_audit_ddl(audit), fetch=false) %}
 
     {%- set rows = [] -%}
     {%- set lines = [] -%}
@@ -28,7 +29,7 @@
         {%- do rows.append(row) -%}
         {%- do lines.append(cdc_run_audit_line(row)) -%}
     {%- endfor -%}
-    {% do run_query(cdc_run_audit_insert(audit, rows)) %}
+    {% do adapter.execute(cdc_run_audit_insert(audit, rows), fetch=false) %}
     {{ print('\nCDC run audit (' ~ audit ~ '):\n'
         ~ '  ' ~ 'table'.ljust(24) ~ 'kind'.ljust(12) ~ 'events'.rjust(9) ~ 'inserted'.rjust(10)
         ~ 'updated'.rjust(9) ~ 'deleted'.rjust(9) ~ 'rejected'.rjust(10) ~ '  lag\n'
