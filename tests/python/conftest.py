@@ -59,6 +59,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     REPORT.unlink(missing_ok=True)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from lakehouse import stop_dbt_worker
+
+    stop_dbt_worker()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """The oracle's figures (also what the README quotes), when oracle tests ran."""
     from oracle import REPORT, summarize

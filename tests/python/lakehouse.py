@@ -1,13 +1,18 @@
 """Test helpers: run dbt against a private lakehouse folder and read back exported tables.
 
-Every dbt invocation is a subprocess with its own JVM and its own Derby metastore folder
-(`CDC_LAKEHOUSE_DIR`), so tests never touch the developer's `.lakehouse/`.
+Every lakehouse is a private folder (`CDC_LAKEHOUSE_DIR`: Derby metastore, Iceberg warehouse),
+so tests never touch the developer's `.lakehouse/`. dbt commands on the embedded target run in
+a long-lived dbt process for that lakehouse (dbt_worker.py: a warm JVM from one command to the
+next); commands with their own environment (cluster targets) run as `dbt` CLI subprocesses.
+Derby is single-process: `stop_dbt_worker` before anything else opens the same lakehouse.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -22,6 +27,65 @@ SAMPLE = REPO / "sample"
 DBT = Path(sys.executable).with_name("dbt")
 
 
+class _Worker:
+    """The dbt_worker.py process serving one lakehouse."""
+
+    def __init__(self, lakehouse: Path, project_dir: Path, env: dict[str, str]):
+        self.lakehouse, self.project_dir = lakehouse, project_dir
+        read, write = os.pipe()
+        (lakehouse / "logs").mkdir(parents=True, exist_ok=True)
+        with (lakehouse / "logs" / "dbt-worker.out").open("a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("dbt_worker.py")), str(write)],
+                cwd=project_dir,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                pass_fds=(write,),
+            )
+        os.close(write)
+        self.replies = os.fdopen(read)
+
+    def run(self, args: list[str], timeout: int) -> tuple[int, str]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"args": args}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.replies], [], [], timeout)
+        line = self.replies.readline() if ready else ""
+        if not line:
+            self.stop()
+            raise AssertionError(f"dbt {' '.join(args)}: no answer from the dbt worker")
+        reply = json.loads(line)
+        return reply["returncode"], reply["output"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.replies.close()
+
+
+_worker: _Worker | None = None
+
+
+def stop_dbt_worker(lakehouse: Path | None = None) -> None:
+    """End the warm dbt process (only if it serves `lakehouse`, when given)."""
+    global _worker
+    if _worker is not None and (lakehouse is None or _worker.lakehouse == lakehouse):
+        _worker.stop()
+        _worker = None
+
+
+atexit.register(stop_dbt_worker)
+
+
 def run_dbt(
     args: list[str],
     *,
@@ -33,21 +97,39 @@ def run_dbt(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output.
-    `env` adds environment variables (a profile target's settings, for instance)."""
-    env = {
+    `env` adds environment variables (a profile target's settings, for instance): such commands
+    run as a `dbt` subprocess; the rest in the warm dbt process of the lakehouse and project."""
+    global _worker
+    full_env = {
         **os.environ,
         "DBT_PROFILES_DIR": str(REPO / "profiles"),
         "CDC_LAKEHOUSE_DIR": str(lakehouse),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
         **(env or {}),
     }
-    command = [str(DBT), *args, "--log-path", str(lakehouse / "logs")]
-    command += ["--target-path", str(lakehouse / "target")]
+    options = ["--log-path", str(lakehouse / "logs"), "--target-path", str(lakehouse / "target")]
     if variables:
-        command += ["--vars", json.dumps(dict(variables))]
-    result = subprocess.run(
-        command, cwd=project_dir, env=env, capture_output=True, text=True, timeout=timeout
-    )
+        options += ["--vars", json.dumps(dict(variables))]
+    if env is None:
+        if _worker is not None and (_worker.lakehouse, _worker.project_dir) != (
+            lakehouse,
+            project_dir,
+        ):
+            stop_dbt_worker()
+        if _worker is None:
+            _worker = _Worker(lakehouse, project_dir, full_env)
+        returncode, output = _worker.run([*args, *options], timeout)
+        result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
+    else:
+        stop_dbt_worker(lakehouse)  # Derby: one process per metastore
+        result = subprocess.run(
+            [str(DBT), *args, *options],
+            cwd=project_dir,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     if check and result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-80:])
         raise AssertionError(f"dbt {' '.join(args)} failed ({result.returncode}):\n{tail}")

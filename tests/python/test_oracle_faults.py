@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from lakehouse import DBT, REPO, read_export
+from lakehouse import DBT, REPO, read_export, stop_dbt_worker
 from oracle import OracleRun
 
 from cdc_lakehouse.pg import TemporaryPostgres
@@ -141,6 +141,7 @@ def landed_more_than_once(topic_dir: Path) -> bool:
 
 def kill_dbt_during_silver_merge(run: OracleRun, export: str) -> str:
     """Start `dbt build`, SIGKILL its process group while a silver model runs; the model name."""
+    stop_dbt_worker(run.lakehouse)  # this build is a CLI process of its own, to be killed
     args, variables = run.build_command(export)
     env = {
         **os.environ,
