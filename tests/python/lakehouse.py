@@ -31,7 +31,8 @@ class _Worker:
     """The dbt_worker.py process serving one lakehouse."""
 
     def __init__(self, lakehouse: Path, project_dir: Path, env: dict[str, str]):
-        self.lakehouse, self.project_dir = lakehouse, project_dir
+        self.lakehouse = lakehouse
+        self.serves = (lakehouse, project_dir)
         read, write = os.pipe()
         (lakehouse / "logs").mkdir(parents=True, exist_ok=True)
         with (lakehouse / "logs" / "dbt-worker.out").open("a") as log:
@@ -111,10 +112,7 @@ def run_dbt(
     if variables:
         options += ["--vars", json.dumps(dict(variables))]
     if env is None:
-        if _worker is not None and (_worker.lakehouse, _worker.project_dir) != (
-            lakehouse,
-            project_dir,
-        ):
+        if _worker is not None and _worker.serves != (lakehouse, project_dir):
             stop_dbt_worker()
         if _worker is None:
             _worker = _Worker(lakehouse, project_dir, full_env)
