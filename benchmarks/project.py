@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.generate import KEY
+from benchmarks.generate import KEY, TOPIC
 from benchmarks.measure import Measured, run_measured
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,29 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
     silver = folder / "models" / "silver"
     for path in (flatten, staging, silver):
         path.mkdir(parents=True)
-    (flatten / "flat_bench__items.py").write_text(FLATTEN_MODEL.read_text())
+    model = FLATTEN_MODEL.read_text()
+    real_source = 'dbt.source("landing_northwind", "customers")'
+    if real_source not in model:
+        raise RuntimeError(f"{FLATTEN_MODEL} no longer names {real_source}: update the benchmark")
+    model = model.replace(real_source, 'dbt.source("landing_bench", "items")')
+    (flatten / "flat_bench__items.py").write_text(model)
+    sources_yml = {
+        "version": 2,
+        "sources": [
+            {
+                "name": "landing_bench",
+                "schema": "text",
+                "quoting": {"identifier": True},
+                "tables": [
+                    {
+                        "name": "items",
+                        "identifier": "{{ var('cdc_landing_root') }}/topics/" + TOPIC,
+                    }
+                ],
+            }
+        ],
+    }
+    (flatten / "_bench__sources.yml").write_text(yaml.safe_dump(sources_yml, sort_keys=False))
     flatten_yml = {
         "version": 2,
         "models": [{"name": "flat_bench__items", "config": {"cdc_table": dict(cdc_table)}}],

@@ -42,5 +42,9 @@ def flatten_model(
     if dbt.is_incremental:
         done = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
+        if not files:
+            # Nothing new landed: an empty batch of the table's own shape, without planning
+            # the decoder (a column added to `cdc_table` appears with the next landed file).
+            return session.table(str(dbt.this)).where("false")
     loaded_at = datetime.now(UTC)
     return decode_changes(read_landing_lines(session, files), spec, loaded_at=loaded_at)

@@ -64,10 +64,11 @@
         target=this,
         target_attribute_columns=target_attributes,
         tombstones=cdc_tombstones_query(this, keys),
+        carry=cdc_batch_has_unavailable(new_changes),
     ) }}
     {%- endif %}
 {%- else %}
-    {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
+    {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=cdc_batch_has_unavailable(changes)) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}
         {{ adapter.quote(column) }}{{ "," if not loop.last }}
@@ -90,6 +91,22 @@
         select count(*) from {{ changes }} where _cdc_loaded_at > {{ cdc_watermark(relation) }}
     {%- endset -%}
     {{ return(run_query(query).rows[0][0] > 0) }}
+{% endmacro %}
+
+
+{#- True when an event of `changes` (a relation or a parenthesised query) left a column out as
+    an unchanged-TOAST placeholder (`_cdc_unavailable_columns`): only such a batch needs
+    cdc_resolve_batch to carry values. The scan stops at the first such event. Always true when
+    not executing and in unit tests (their fixtures cannot be queried here): the carrying
+    resolution is right for every batch. -#}
+{% macro cdc_batch_has_unavailable(changes) %}
+    {%- if not execute or cdc_in_unit_test(changes, this) -%}
+        {{ return(true) }}
+    {%- endif -%}
+    {%- set query -%}
+        select 1 from {{ changes }} as batch where coalesce(_cdc_unavailable_columns, '') != '' limit 1
+    {%- endset -%}
+    {{ return(run_query(query).rows | length > 0) }}
 {% endmacro %}
 
 

@@ -5,13 +5,17 @@
   null keys = a truncate). Returns a select with silver's columns plus `_cdc_action`
   (upsert | delete | truncate), `_cdc_target_exists` (the key has a row in `target`) and
   `_cdc_batch_loaded_at` (newest change read).
+  `carry=false` is for a batch without unchanged-TOAST placeholders (no event lists
+  `_cdc_unavailable_columns`, see cdc_batch_has_unavailable): nothing needs carrying, so one
+  window over the key's events replaces the carry windows and the key-change chains, with the
+  same result. The default, `carry=true`, is right for every batch.
 #}
-{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none) %}
-    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones)) }}
+{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none, carry=true) %}
+    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry)) }}
 {% endmacro %}
 
 
-{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones) %}
+{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true) %}
 {%- set q = adapter.quote -%}
 {%- set keys = key_columns | map('trim') | list -%}
 {%- set key_list = cdc_column_list(keys) -%}
@@ -116,6 +120,7 @@ candidates as (
         {%- endif %}
 ),
 
+{%- if carry %}
 carried as (
     {{ cdc_carried_events('candidates', attribute_columns, by_key) }}
 ),
@@ -285,6 +290,70 @@ resolved as (
     left join key_changes as links
         on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'winners') }}), 'g', winners._cdc_generation))
 ),
+
+{%- else %}
+
+{#- No placeholder in the batch: an event's values are its own. The winner is the key's last
+    event; a delete keeps the values of the event before it in the same key generation (the
+    last sent since the previous delete), or silver's row when the batch has nothing earlier,
+    as the carry windows would find. -#}
+winners as (
+    select *
+    from (
+        select
+            *,
+            lead(1) over ({{ by_key }}) is null as _cdc_is_last,
+            lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op
+            {%- if attribute_columns %},
+            lag(named_struct(
+                {%- for column in attribute_columns %}
+                '{{ column }}', {{ q(column) }}{{ "," if not loop.last }}
+                {%- endfor %}
+            )) over ({{ by_key }}) as _cdc_previous
+            {%- endif %}
+        from candidates
+    ) as sequenced
+    where _cdc_is_last
+),
+
+resolved as (
+    select
+        {%- for column in keys %}
+        winners.{{ q(column) }},
+        {%- endfor %}
+        {%- for column in attribute_columns %}
+        case
+            when winners._cdc_op != 'd'
+                then winners.{{ q(column) }}
+            when winners._cdc_previous_op is not null and winners._cdc_previous_op != 'd'
+                then winners._cdc_previous.{{ q(column) }}
+            {%- if target is not none and column in target_attribute_columns %}
+            when
+                winners._cdc_previous_op is null
+                and winners._cdc_target_seq is not null
+                and not winners._cdc_target_is_deleted
+                then winners.{{ q('_cdc_target__' ~ column) }}
+            {%- endif %}
+        end as {{ q(column) }},
+        {%- endfor %}
+        {%- for column in target_only %}
+        winners.{{ q('_cdc_target__' ~ column) }} as {{ q(column) }},
+        {%- endfor %}
+        winners._cdc_op,
+        winners._cdc_seq,
+        winners._cdc_source_ts,
+        winners._cdc_tx_id,
+        winners._cdc_op = 'd' as _cdc_is_deleted,
+        case when winners._cdc_op = 'd' then winners._cdc_source_ts end as _cdc_deleted_at,
+        winners._cdc_file,
+        winners._cdc_line,
+        winners._cdc_offset,
+        winners._cdc_loaded_at,
+        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action,
+        {{ "winners._cdc_target_seq is not null" if target is not none else "false" }} as _cdc_target_exists
+    from winners
+),
+{%- endif %}
 
 {#- The latest truncate of the batch, as one row: silver drops every row older than it. -#}
 latest_truncate as (
