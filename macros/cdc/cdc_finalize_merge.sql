@@ -11,9 +11,7 @@
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
         {#- The batch table of an incremental run, and the watermark: the newest change loaded,
             which the run has applied whether it was incremental or a full build. -#}
-        {% call statement('cdc_drop_batch') %}
-            drop table if exists {{ cdc_history_batch_relation(this) }} purge
-        {% endcall %}
+        {{ cdc_drop_table_if_present(cdc_history_batch_relation(this)) }}
         {% call statement('cdc_set_watermark') %}
             {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_upstream_change_log()) }}
         {% endcall %}
@@ -25,9 +23,7 @@
         {% call statement('cdc_drop_batch') %}
             drop view if exists {{ batch }}
         {% endcall %}
-        {% call statement('cdc_drop_batch_rows') %}
-            drop table if exists {{ cdc_batch_rows_relation(this) }} purge
-        {% endcall %}
+        {{ cdc_drop_table_if_present(cdc_batch_rows_relation(this)) }}
         {{ return('') }}
     {%- endif -%}
 
@@ -63,4 +59,17 @@
         _cdc_op = 't'
         {{- " or _cdc_op = 'd'" if cdc_delete_mode() == 'hard' }}
     group by {{ cdc_column_list(keys) }}
+{% endmacro %}
+
+
+{#- Drop a working table (and its files) if a run left it. Asking the metastore first is cheap;
+    `drop table if exists` of a missing Iceberg table costs about a second of catalog lookups,
+    and a no-op run has no batch table to drop. -#}
+{% macro cdc_drop_table_if_present(relation) %}
+    {%- set found = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
+    {%- if found.rows | length > 0 -%}
+        {% call statement('cdc_drop_' ~ relation.identifier) %}
+            drop table if exists {{ relation }} purge
+        {% endcall %}
+    {%- endif -%}
 {% endmacro %}
