@@ -26,7 +26,8 @@
             where _cdc_loaded_at > {{ cdc_watermark(this) }}
         )
     {%- endset -%}
-    {%- if not cdc_has_new_changes(changes, this) %}
+    {%- set new_batch = cdc_new_changes(changes, this) -%}
+    {%- if not new_batch.found %}
     {#- Nothing landed since the last run: an empty batch of silver's shape, so the strategy
         neither analyses nor runs the resolution query. -#}
     select
@@ -64,7 +65,7 @@
         target=this,
         target_attribute_columns=target_attributes,
         tombstones=cdc_tombstones_query(this, keys),
-        carry=cdc_batch_has_unavailable(new_changes),
+        carry=new_batch.unavailable,
     ) }}
     {%- endif %}
 {%- else %}
@@ -81,16 +82,20 @@
 {% endmacro %}
 
 
-{#- True when the change log has rows loaded after silver's watermark (always true when not
-    executing, and in dbt unit tests, whose fixtures cannot be queried here). -#}
-{% macro cdc_has_new_changes(changes, relation) %}
+{#- What the change log holds after silver's watermark, in one scan: `found` (any row) and
+    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable).
+    Both true when not executing and in dbt unit tests, whose fixtures cannot be queried here. -#}
+{% macro cdc_new_changes(changes, relation) %}
     {%- if not execute or cdc_in_unit_test(changes, relation) -%}
-        {{ return(true) }}
+        {{ return({'found': true, 'unavailable': true}) }}
     {%- endif -%}
     {%- set query -%}
-        select count(*) from {{ changes }} where _cdc_loaded_at > {{ cdc_watermark(relation) }}
+        select count(*), count_if(coalesce(_cdc_unavailable_columns, '') != '')
+        from {{ changes }}
+        where _cdc_loaded_at > {{ cdc_watermark(relation) }}
     {%- endset -%}
-    {{ return(run_query(query).rows[0][0] > 0) }}
+    {%- set row = run_query(query).rows[0] -%}
+    {{ return({'found': row[0] > 0, 'unavailable': row[1] > 0}) }}
 {% endmacro %}
 
 

@@ -271,21 +271,7 @@ resolved as (
                 then links._cdc_found.{{ q(column) }}.v
         end as {{ q(column) }},
         {%- endfor %}
-        {%- for column in target_only %}
-        winners.{{ q('_cdc_target__' ~ column) }} as {{ q(column) }},
-        {%- endfor %}
-        winners._cdc_op,
-        winners._cdc_seq,
-        winners._cdc_source_ts,
-        winners._cdc_tx_id,
-        winners._cdc_op = 'd' as _cdc_is_deleted,
-        case when winners._cdc_op = 'd' then winners._cdc_source_ts end as _cdc_deleted_at,
-        winners._cdc_file,
-        winners._cdc_line,
-        winners._cdc_offset,
-        winners._cdc_loaded_at,
-        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action,
-        {{ "winners._cdc_target_seq is not null" if target is not none else "false" }} as _cdc_target_exists
+        {{- cdc_winner_columns(target_only, target is not none) }}
     from winners
     left join key_changes as links
         on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'winners') }}), 'g', winners._cdc_generation))
@@ -336,21 +322,7 @@ resolved as (
             {%- endif %}
         end as {{ q(column) }},
         {%- endfor %}
-        {%- for column in target_only %}
-        winners.{{ q('_cdc_target__' ~ column) }} as {{ q(column) }},
-        {%- endfor %}
-        winners._cdc_op,
-        winners._cdc_seq,
-        winners._cdc_source_ts,
-        winners._cdc_tx_id,
-        winners._cdc_op = 'd' as _cdc_is_deleted,
-        case when winners._cdc_op = 'd' then winners._cdc_source_ts end as _cdc_deleted_at,
-        winners._cdc_file,
-        winners._cdc_line,
-        winners._cdc_offset,
-        winners._cdc_loaded_at,
-        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action,
-        {{ "winners._cdc_target_seq is not null" if target is not none else "false" }} as _cdc_target_exists
+        {{- cdc_winner_columns(target_only, target is not none) }}
     from winners
 ),
 {%- endif %}
@@ -432,3 +404,24 @@ select * from final
         from {{ source }}
     ) as sequenced
 {% endmacro %}
+
+
+{#- The columns of a resolved row after its attribute values, taken from the winning event
+    (`winners`): silver-only columns from the target row, then the change metadata and action. -#}
+{% macro cdc_winner_columns(target_only, has_target) %}
+        {%- for column in target_only %}
+        winners.{{ adapter.quote('_cdc_target__' ~ column) }} as {{ adapter.quote(column) }},
+        {%- endfor %}
+        winners._cdc_op,
+        winners._cdc_seq,
+        winners._cdc_source_ts,
+        winners._cdc_tx_id,
+        winners._cdc_op = 'd' as _cdc_is_deleted,
+        case when winners._cdc_op = 'd' then winners._cdc_source_ts end as _cdc_deleted_at,
+        winners._cdc_file,
+        winners._cdc_line,
+        winners._cdc_offset,
+        winners._cdc_loaded_at,
+        case when winners._cdc_op = 'd' then 'delete' else 'upsert' end as _cdc_action,
+        {{ "winners._cdc_target_seq is not null" if has_target else "false" }} as _cdc_target_exists
+{%- endmacro %}
