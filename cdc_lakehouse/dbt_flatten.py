@@ -17,11 +17,38 @@ from cdc_lakehouse.decode import decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
+# The names of the landing files a flatten table holds, kept beside it in a small Iceberg table
+# (`<table>__cdc_loaded_files`: one row per file, and the snapshot of the flatten table they
+# describe), so that an incremental run does not scan the file column of the whole change log.
+# The model hands the names to the flatten post-hook (cdc_record_loaded_files) in a session view
+# of the same name; the post-hook writes the table after the batch is committed. The table is
+# trusted only while the flatten table is still at that snapshot: any other commit (a failed
+# post-hook, a compaction, a write from elsewhere) sends the run back to the scan.
+LEDGER_SUFFIX = "__cdc_loaded_files"
 
-def loaded_files(session: SparkSession, relation: str) -> set[str]:
-    """Landing files (relative paths) already present in a flatten table."""
+
+def _current_snapshot(session: SparkSession, relation: str) -> int | None:
+    rows = session.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()
+    return rows[0][0] if rows else None
+
+
+def loaded_files(session: SparkSession, relation: str) -> tuple[set[str], bool]:
+    """Landing files (relative paths) already present in a flatten table, and whether its
+    ledger (`<relation>__cdc_loaded_files`) said so (False: they were read from the table)."""
+    ledger = relation + LEDGER_SUFFIX
+    if session.catalog.tableExists(ledger):
+        rows = session.table(ledger).select("file", "snapshot_id").collect()
+        snapshot = _current_snapshot(session, relation)
+        if rows and snapshot is not None and all(row[1] == snapshot for row in rows):
+            return {row[0] for row in rows}, True
     rows = session.table(relation).select("_cdc_file").distinct().collect()
-    return {row[0] for row in rows}
+    return {row[0] for row in rows if row[0] is not None}, False
+
+
+def hand_over_loaded_files(session: SparkSession, identifier: str, files: set[str]) -> None:
+    """The session view the flatten post-hook writes the ledger from."""
+    names = session.createDataFrame([(name,) for name in sorted(files)], "file string")
+    names.createOrReplaceTempView(identifier + LEDGER_SUFFIX)
 
 
 def flatten_model(
@@ -39,12 +66,19 @@ def flatten_model(
         raise ValueError(f"{dbt.this}: `cdc_landing_root` is not set (dbt_project.yml)")
     spec = TableSpec.from_config(landing, table)
     files = list_landing_files(session, root, spec.topic)
+    identifier = dbt.this.identifier
+    # A view a failed run left in this session must not be recorded by this run's post-hook.
+    session.catalog.dropTempView(identifier + LEDGER_SUFFIX)
+    done: set[str] = set()
     if dbt.is_incremental:
-        done = loaded_files(session, str(dbt.this))
+        done, recorded = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
         if not files:
+            if not recorded:
+                hand_over_loaded_files(session, identifier, done)
             # Nothing new landed: an empty batch of the table's own shape, without planning
             # the decoder (a column added to `cdc_table` appears with the next landed file).
             return session.table(str(dbt.this)).where("false")
+    hand_over_loaded_files(session, identifier, done | {f.relative for f in files})
     loaded_at = datetime.now(UTC)
     return decode_changes(read_landing_lines(session, files), spec, loaded_at=loaded_at)

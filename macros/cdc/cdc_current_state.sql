@@ -28,8 +28,9 @@
     {%- endset -%}
     {%- set new_batch = cdc_new_changes(changes, this) -%}
     {%- if not new_batch.found %}
-    {#- Nothing landed since the last run: an empty batch of silver's shape, so the strategy
-        neither analyses nor runs the resolution query. -#}
+    {#- Nothing landed since the last run: an empty batch of silver's shape, marked so that the
+        strategy skips its work (cdc_nothing_new_marker). #}
+    {{ cdc_nothing_new_marker() }}
     select
         *,
         cast(null as string) as _cdc_action,
@@ -79,6 +80,12 @@
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
 {%- endif %}
+{% endmacro %}
+
+
+{#- Marks the compiled code of a batch that holds nothing new, for the cdc_merge strategy. -#}
+{% macro cdc_nothing_new_marker() %}
+    {{- return('-- cdc_lakehouse: nothing new since the watermark') -}}
 {% endmacro %}
 
 

@@ -42,6 +42,15 @@
 {%- set keys = cdc_key_columns() -%}
 {%- set soft = cdc_delete_mode() == 'soft' -%}
 {%- set batch = cdc_batch_relation(target) -%}
+
+{#- The model found nothing since the watermark (cdc_current_state): nothing to resolve, write
+    or move. The session view still tells the post-hook that the run was incremental. -#}
+{%- if cdc_nothing_new_marker() in model.get('compiled_code', '') %}
+    {% call statement('cdc_batch_view') %}
+        create or replace temporary view {{ batch }} as select * from {{ source }}
+    {% endcall %}
+    {{ return("select 'no new changes' as cdc_merge") }}
+{%- endif %}
 {%- set key_match = [] -%}
 {%- for column in keys -%}
     {%- do key_match.append("target." ~ adapter.quote(column) ~ " = batch." ~ adapter.quote(column)) -%}

@@ -3,7 +3,8 @@
   (`call <catalog>.system.<procedure>`; the embedded profile's Iceberg catalog is `spark_catalog`).
   Every operation takes `tables` (a list of `schema.table` names) and otherwise acts on every
   Iceberg table the project builds (models materialized as table or incremental, plus the
-  `<silver>__cdc_tombstones` tables beside silver models):
+  `<silver>__cdc_tombstones` tables beside silver models and the `<bronze>__cdc_loaded_files`
+  tables beside flatten models):
 
     dbt run-operation cdc_compact
     dbt run-operation cdc_compact --args '{tables: [silver.customers]}'
@@ -27,6 +28,9 @@
             {%- set names = [node.alias] -%}
             {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
                 {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
+            {%- endif -%}
+            {%- if 'cdc_flatten' in node.tags -%}
+                {%- do names.append(node.alias ~ '__cdc_loaded_files') -%}
             {%- endif -%}
             {%- for name in names -%}
                 {%- if adapter.get_relation(node.database, node.schema, name) is not none -%}

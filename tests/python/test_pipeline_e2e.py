@@ -89,7 +89,22 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     replayed = files[-1].with_name(f"{ORDERS_TOPIC}+0+0000090000.json")
     shutil.copyfile(files[-1], replayed)
     replay = build(lakehouse, landing, "replay")
-    return {"first": first, "again": again, "replay": replay}
+    # Compaction commits a new snapshot of bronze, so the names of its loaded files
+    # (`__cdc_loaded_files`) no longer describe it: the next run must read them from bronze
+    # itself, load only the file landed since, and record the names again.
+    run_dbt(
+        ["run-operation", "cdc_compact", "--args", "{tables: [bronze.flat_northwind__orders]}"],
+        lakehouse=lakehouse,
+    )
+    shutil.copyfile(files[-1], replayed.with_name(f"{ORDERS_TOPIC}+0+0000091000.json"))
+    compacted = build(lakehouse, landing, "compacted")
+    return {
+        "first": first,
+        "again": again,
+        "replay": replay,
+        "compacted": compacted,
+        "landing": landing,
+    }
 
 
 def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
@@ -157,6 +172,23 @@ def test_rebuild_without_new_data_changes_nothing(full: dict[str, Path]) -> None
 
 def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
     assert lake_tables(all_rows(full["replay"])) == lake_tables(all_rows(full["again"]))
+    assert lake_tables(all_rows(full["compacted"])) == lake_tables(all_rows(full["again"]))
+
+
+def test_each_landing_file_is_loaded_once(full: dict[str, Path]) -> None:
+    """Bronze holds every line of every landed file exactly once, after runs that found the
+    loaded files in `__cdc_loaded_files` and a run after compaction that had to scan bronze."""
+    topic = full["landing"] / "topics" / ORDERS_TOPIC
+    expected = {
+        (str(path.relative_to(full["landing"])), line)
+        for path in topic.rglob("*.json")
+        for line, text in enumerate(path.read_text().splitlines(), start=1)
+        if text.strip()
+    }
+    rows = read_export(full["compacted"], "bronze.flat_northwind__orders")
+    loaded = [(row["_cdc_file"], row["_cdc_line"]) for row in rows]
+    assert len(loaded) == len(set(loaded)), "a landing line was loaded twice"
+    assert set(loaded) == expected
 
 
 MALFORMED = [

@@ -46,4 +46,5 @@ class SparkSessionAdapter(SparkAdapter):
         return {"session": SessionPythonJobHelper}
 
     def generate_python_submission_response(self, submission_result: Any) -> AdapterResponse:
-        return AdapterResponse(_message="OK")
+        rows = submission_result if isinstance(submission_result, int) else None
+        return AdapterResponse(_message="OK", rows_affected=rows)

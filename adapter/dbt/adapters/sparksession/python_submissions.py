@@ -28,4 +28,5 @@ class SessionPythonJobHelper(PythonJobHelper):
             if java is not None:
                 detail = f"{java.toString()}"
             raise DbtRuntimeError(f"Python model {name} failed: {detail}") from exc
-        return None
+        # Rows the code knows it produced (py_write_temp_view), or None: unknown.
+        return namespace.get("dbt_rows_affected")

@@ -28,10 +28,15 @@ df.write.mode("overwrite").format("{{ config.get('file_format') }}").option("ove
 {%- endmacro %}
 
 
+{#- The view, and what Spark already knows of its size: a batch the optimizer reduced to an empty
+    relation (a model returning "nothing new") is reported as 0 rows, so the materialization
+    skips the write (an Iceberg append of nothing still commits a snapshot). -#}
 {% macro py_write_temp_view(compiled_code, relation) %}
 {{ py_model_dataframe(compiled_code) }}
 
 df.createOrReplaceTempView("{{ relation.identifier }}")
+_plan = df._jdf.queryExecution().optimizedPlan()
+dbt_rows_affected = 0 if _plan.getClass().getSimpleName() == "LocalRelation" and _plan.data().isEmpty() else None
 {% endmacro %}
 
 

@@ -1,5 +1,5 @@
 {#
-  dbt-spark's incremental materialization (dbt-spark 1.11.0, unchanged but for two places marked
+  dbt-spark's incremental materialization (dbt-spark 1.11.0, unchanged but for the places marked
   "sparksession") for the session adapter. A Python model runs in the SparkSession dbt's SQL
   uses, so its batch can be a temporary view, as a SQL model's is, rather than a table written
   to the warehouse and read back: an incremental Python model writes its batch once.
@@ -59,10 +59,19 @@
     {%- call statement('create_tmp_relation', language=language) -%}
       {{ create_table_as(True, tmp_relation, compiled_code, language) }}
     {%- endcall -%}
+    {#-- sparksession: a Python batch known to be empty (py_write_temp_view) writes nothing,
+         not even an empty snapshot --#}
+    {%- set known_rows = load_result('create_tmp_relation').response.rows_affected if language == 'python' else none -%}
+    {%- if known_rows == 0 -%}
+      {%- call noop_statement('main', 'OK', 'OK', 0) -%}
+        -- the Python model returned an empty batch: nothing to write
+      {%- endcall -%}
+    {%- else -%}
     {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
     {%- call statement('main') -%}
       {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
     {%- endcall -%}
+    {%- endif -%}
     {%- if language == 'python' -%}
       {#--
       This is yucky.

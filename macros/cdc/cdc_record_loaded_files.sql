@@ -1,0 +1,38 @@
+{#
+  Post-hook of every flatten (bronze) model: write `<table>__cdc_loaded_files`, the names of the
+  landing files the table holds and the snapshot of the table they describe, from the session
+  view the model left (cdc_lakehouse/dbt_flatten.py). The next incremental run reads the names
+  from there instead of scanning the table's file column; a run that left no view (nothing new,
+  names already recorded) changes nothing.
+#}
+{% macro cdc_record_loaded_files() %}
+    {%- if not execute -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set view = this.identifier ~ '__cdc_loaded_files' -%}
+    {%- if run_query("show views like '" ~ view ~ "'").rows | length == 0 -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set snapshot = run_query("select snapshot_id from " ~ this ~ ".refs where name = 'main'").rows -%}
+    {%- if snapshot | length > 0 %}
+        {% call statement('cdc_record_loaded_files') %}
+            create or replace table {{ cdc_loaded_files_relation(this) }}
+            using iceberg
+            as
+            select
+                file,
+                cast({{ snapshot[0][0] }} as bigint) as snapshot_id
+            from {{ view }}
+        {% endcall %}
+    {%- endif %}
+    {% call statement('cdc_drop_loaded_files_view') %}
+        drop view if exists {{ view }}
+    {% endcall %}
+    {{ return('') }}
+{% endmacro %}
+
+
+{#- The table of landing file names beside a flatten table (see cdc_record_loaded_files). -#}
+{% macro cdc_loaded_files_relation(relation) %}
+    {{ return(relation.incorporate(path={"identifier": relation.identifier ~ "__cdc_loaded_files"}, type='table')) }}
+{% endmacro %}
