@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -396,9 +395,7 @@ def test_list_landing_files_finds_nested_data_files_only(
 
     assert [f.relative for f in files] == sorted(f"topics/{topic}/{n}" for n in data)
     for f in files:
-        assert f.path.startswith("file:")
-        assert f.size == os.path.getsize(tmp_path / "land" / f.relative)
-        assert f.modification_time > 0
+        assert f.path == f"file:{tmp_path / 'land' / f.relative}"
     assert list_landing_files(spark, "land", "no.such.topic") == []
     assert list_landing_files(spark, str(tmp_path / "nowhere"), topic) == []
 
