@@ -387,15 +387,7 @@ def scenario_maintenance(suite: Suite) -> dict[str, Any]:
     name, lakehouse, landing, _ = _initial_table(suite, min(scale.initial))
     read_fresh = suite.reference("read", landing, lakehouse)
     say(f"maintenance: {scale.maintenance_runs} runs of {scale.maintenance_batch:,} events")
-    loop = run_measured(
-        [sys.executable, "-m", "benchmarks.dbt_loop", "--project", str(suite.project),
-         "--lakehouse", str(lakehouse), "--landing", str(landing),
-         "--runs", str(scale.maintenance_runs), "--batch", str(scale.maintenance_batch)],
-        env=spark_env(lakehouse),
-    )  # fmt: skip
-    if loop.returncode != 0:
-        raise RuntimeError(f"dbt loop failed:\n{(loop.stdout + loop.stderr)[-3000:]}")
-    runs = json.loads(loop.stdout.strip().splitlines()[-1])
+    runs = suite.warm_runs(lakehouse, landing, scale.maintenance_runs, scale.maintenance_batch)
     say("maintenance: read before, operations, read after")
     before = suite.reference("read", landing, lakehouse)
     operations = {}

@@ -23,8 +23,48 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
+
+
+def invoke_repeatedly(
+    command: Sequence[str],
+    *,
+    runs: int = 0,
+    every: float = 0.0,
+    before_each: Callable[[], object] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
+    seconds after the previous one started; `before_each` runs first (untimed). Yields one
+    report per run: run number, start time, seconds, success (and the error, if any)."""
+    from dbt.cli.main import dbtRunner
+
+    runner = dbtRunner()
+    run = 0
+    while runs == 0 or run < runs:
+        run += 1
+        if before_each is not None:
+            before_each()
+        started = time.monotonic()
+        at = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            result = runner.invoke(list(command))
+            success, error = result.success, result.exception
+        except Exception as exc:  # a run's failure must not end the loop
+            success, error = False, exc
+        report: dict[str, Any] = {
+            "run": run,
+            "started": at,
+            "seconds": round(time.monotonic() - started, 2),
+            "success": success,
+        }
+        if error is not None:
+            report["error"] = str(error)
+        yield report
+        if runs and run >= runs:
+            break
+        time.sleep(max(0.0, every - (time.monotonic() - started)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,30 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
-
-    from dbt.cli.main import dbtRunner
-
-    runner = dbtRunner()
     success = True
-    run = 0
     try:
-        while args.runs == 0 or run < args.runs:
-            run += 1
-            started = time.monotonic()
-            at = datetime.now(UTC).isoformat(timespec="seconds")
-            try:
-                result = runner.invoke(command)
-                success, error = result.success, result.exception
-            except Exception as exc:  # a run's failure must not end the loop
-                success, error = False, exc
-            seconds = round(time.monotonic() - started, 2)
-            report = {"run": run, "started": at, "seconds": seconds, "success": success}
-            if error is not None:
-                report["error"] = str(error)
+        for report in invoke_repeatedly(command, runs=args.runs, every=args.every):
+            success = report["success"]
             print(json.dumps(report), flush=True)
-            if args.runs and run >= args.runs:
-                break
-            time.sleep(max(0.0, args.every - (time.monotonic() - started)))
     except KeyboardInterrupt:
         pass
     sys.stdout.flush()

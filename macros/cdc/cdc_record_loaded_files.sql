@@ -9,7 +9,8 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set view = this.identifier ~ '__cdc_loaded_files' -%}
+    {#- The model's view has the table's name (cdc_lakehouse/dbt_flatten.py, LEDGER_SUFFIX). -#}
+    {%- set view = cdc_loaded_files_relation(this).identifier -%}
     {%- if run_query("show views like '" ~ view ~ "'").rows | length == 0 -%}
         {{ return('') }}
     {%- endif -%}
