@@ -3,7 +3,6 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-ICEBERG_JAR := iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -26,16 +25,22 @@ $(VENV)/.installed-run: requirements.txt constraints.txt pyproject.toml adapter/
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
 	$(BIN)/pip install --quiet --no-deps --config-settings editable_mode=compat -e ./adapter -e .
-	mkdir -p jars
-	ln -sf "$$($(BIN)/python -c 'import snowpark_connect_deps_iceberg as m, os; print(os.path.join(os.path.dirname(m.__file__), "jars"))')/$(ICEBERG_JAR)" jars/iceberg-spark-runtime.jar
+	touch $@
+
+# The jars of jvm/pom.xml (pinned), fetched with the Maven client into jars/.
+jars/.installed: jvm/pom.xml
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	rm -rf jars
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars
+	cd jars && ln -sf "$$(ls iceberg-spark-runtime-*.jar)" iceberg-spark-runtime.jar
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $@
 
-install: $(VENV)/.installed-run system-java
-install-dev: $(VENV)/.installed-dev system-deps
+install: $(VENV)/.installed-run jars/.installed system-java
+install-dev: $(VENV)/.installed-dev jars/.installed system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).

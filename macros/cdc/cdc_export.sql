@@ -3,6 +3,8 @@
   built by the run (and the rejects, and the run's audit rows) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
   with their scale, timestamps to the microsecond in UTC, binary as base64, arrays as JSON).
   Used by the tests to compare the lake with the source; handy for diffing two builds.
+  Every model built, views included, also gets `<dir>/<schema>.<table>.types/`: one line per
+  column (`position`, `column_name`, `data_type`: the Spark type readers see).
 #}
 {% macro cdc_export(results) %}
     {%- set export_dir = var('cdc_export_dir', none) -%}
@@ -12,19 +14,32 @@
     {%- for result in results -%}
         {%- set node = result.node -%}
         {%- set exported = node.schema in ('bronze', 'silver', 'gold') or node.name == 'cdc_rejects' -%}
-        {%- if node.resource_type == 'model' and result.status == 'success' and exported -%}
+        {%- if node.resource_type == 'model' and result.status == 'success' -%}
             {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias) -%}
+            {%- set columns = adapter.get_columns_in_relation(relation) -%}
+            {% call statement('cdc_export_types_' ~ node.alias) %}
+                insert overwrite directory '{{ export_dir }}/{{ node.schema }}.{{ node.alias }}.types'
+                using json
+                select /*+ coalesce(1) */ *
+                from values
+                    {%- for column in columns %}
+                    ({{ loop.index }}, '{{ column.name }}', '{{ column.data_type }}'){{ "," if not loop.last }}
+                    {%- endfor %}
+                    as types (position, column_name, data_type)
+            {% endcall %}
+            {%- if exported %}
             {% call statement('cdc_export_' ~ node.alias) %}
                 insert overwrite directory '{{ export_dir }}/{{ node.schema }}.{{ node.alias }}'
                 using json
                 options ('ignoreNullFields' = 'false')
                 select /*+ coalesce(1) */
-                    {%- for column in adapter.get_columns_in_relation(relation) %}
+                    {%- for column in columns %}
                     {{ cdc_canonical_text(adapter.quote(column.name), column.data_type) }} as {{ adapter.quote(column.name) }}
                     {{- "," if not loop.last }}
                     {%- endfor %}
                 from {{ relation }}
             {% endcall %}
+            {%- endif %}
         {%- endif -%}
     {%- endfor -%}
     {#- This run's rows of the run audit (cdc_run_audit), when it wrote any. -#}

@@ -1,14 +1,15 @@
-"""The adapter: dbt-spark's SparkAdapter with a `session` Python submission method and Iceberg
-detection that works behind Iceberg's SparkSessionCatalog."""
+"""The adapter: dbt-spark's SparkAdapter with a `session` Python submission method, Iceberg
+detection that works behind Iceberg's SparkSessionCatalog, and views that keep their types."""
 
 import builtins
 from typing import Any
 
-from dbt.adapters.base import BaseRelation, PythonJobHelper
+from dbt.adapters.base import BaseRelation, PythonJobHelper, available
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.spark import SparkAdapter
 from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
 from dbt.adapters.sparksession.python_submissions import SessionPythonJobHelper
+from dbt.adapters.sparksession.view_schema import schema_properties
 
 # Behind SparkSessionCatalog, `show table extended` reports Iceberg tables as `Provider: hive`;
 # their table properties still give them away.
@@ -48,3 +49,14 @@ class SparkSessionAdapter(SparkAdapter):
     def generate_python_submission_response(self, submission_result: Any) -> AdapterResponse:
         rows = submission_result if isinstance(submission_result, int) else None
         return AdapterResponse(_message="OK", rows_affected=rows)
+
+    @available
+    def view_schema_properties(self, described: Any) -> dict[str, str]:
+        """Table properties that make Spark read a view with its query's own column types
+        (view_schema.py), from the rows of `describe query` (name, type, comment)."""
+        return schema_properties([(str(row[0]), str(row[1])) for row in described])
+
+    @available
+    def sql_string(self, text: str) -> str:
+        """A Spark SQL string literal."""
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
