@@ -19,19 +19,9 @@
     {%- do version_match.append("target." ~ q(column) ~ " = batch." ~ q(column)) -%}
 {%- endfor -%}
 
-{#- A column added at the source: add it to the history; older versions read null. -#}
-{%- set target_names = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
-{%- set new_columns = [] -%}
-{%- for column in adapter.get_columns_in_relation(source) -%}
-    {%- if column.name not in target_names and column.name not in ('_cdc_action', '_cdc_batch_loaded_at') -%}
-        {%- do new_columns.append(q(column.name) ~ ' ' ~ column.data_type) -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- if new_columns -%}
-    {% call statement('cdc_add_columns') %}
-        alter table {{ target }} add columns ({{ new_columns | join(', ') }})
-    {% endcall %}
-{%- endif -%}
+{#- Columns added at the source, and types widened there, reach the history; older versions
+    read null. -#}
+{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
 {#- Resolve once, into a table: a cached view would keep the resolution's plan (large: window

@@ -56,21 +56,8 @@
     {%- do key_match.append("target." ~ adapter.quote(column) ~ " = batch." ~ adapter.quote(column)) -%}
 {%- endfor -%}
 
-{#- A column added at the source: add it to silver; older rows read null. -#}
-{%- set target_names = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
-{%- set source_columns = adapter.get_columns_in_relation(source) -%}
-{%- set working_columns = ('_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at') -%}
-{%- set new_columns = [] -%}
-{%- for column in source_columns -%}
-    {%- if column.name not in target_names and column.name not in working_columns -%}
-        {%- do new_columns.append(adapter.quote(column.name) ~ ' ' ~ column.data_type) -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- if new_columns -%}
-    {% call statement('cdc_add_columns') %}
-        alter table {{ target }} add columns ({{ new_columns | join(', ') }})
-    {% endcall %}
-{%- endif -%}
+{#- Columns added at the source, and types widened there, reach silver; older rows read null. -#}
+{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
 {#- Resolve once, into a table: the resolution reads silver, and `cache table` is not enough,
@@ -81,7 +68,7 @@
 
 {#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
     Without `_cdc_target_exists` (a replacing batch) everything goes through one MERGE. -#}
-{%- set split = '_cdc_target_exists' in (source_columns | map(attribute='name') | list) -%}
+{%- set split = '_cdc_target_exists' in (adapter.get_columns_in_relation(source) | map(attribute='name') | list) -%}
 {%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
 {%- set stats = run_query(
     "select count_if(_cdc_action in ('upsert', 'delete')), count_if(_cdc_action = 'delete'),"

@@ -43,6 +43,8 @@ models:
       +materialized: incremental
       +incremental_strategy: cdc_merge
       +post-hook: "{{ cdc_finalize_merge() }}"
+      history:
+        +incremental_strategy: cdc_history
 """
 
 # Every flatten model is the same few lines: reuse the project's own, naming its own landing
@@ -61,10 +63,15 @@ def landing_source(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_project(
-    root: Path, tables: Mapping[str, Mapping[str, Any]], delete_mode: str = "hard"
+    root: Path,
+    tables: Mapping[str, Mapping[str, Any]],
+    delete_mode: str = "hard",
+    *,
+    history: bool = False,
 ) -> Path:
     """Create a project with one flatten, staging and silver model per entry of `tables`
-    (name -> `cdc_table` config, which must hold `key`)."""
+    (name -> `cdc_table` config, which must hold `key`), and `<name>_history` models when
+    `history` is set."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
     for name in ("macros", "profiles", "jars"):
@@ -75,6 +82,8 @@ def make_project(
     silver = root / "models" / "silver"
     for folder in (flatten, staging, silver):
         folder.mkdir(parents=True)
+    if history:
+        (silver / "history").mkdir()
     flatten_yml = []
     sources = []
     for name, config in tables.items():
@@ -91,6 +100,11 @@ def make_project(
             f"{{{{ cdc_current_state(ref('stg_{name}_changes'), unique_key={keys!r}, "
             f"delete_mode={delete_mode!r}) }}}}\n"
         )
+        if history:
+            (silver / "history" / f"{name}_history.sql").write_text(
+                f"{{{{ cdc_history(ref('stg_{name}_changes'), unique_key={keys!r}, "
+                f"ignore_columns=[], delete_mode={delete_mode!r}) }}}}\n"
+            )
     (flatten / "_flatten.yml").write_text(yaml.safe_dump({"version": 2, "models": flatten_yml}))
     landing = {"name": "landing", "schema": "text", "quoting": {"identifier": True}}
     (flatten / "_sources.yml").write_text(

@@ -111,6 +111,37 @@ def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
     assert_matches_expected(full["first"])
 
 
+def test_types_are_the_sources_in_every_layer(full: dict[str, Path]) -> None:
+    """Each layer's column types, read from the catalog (the export's `.types`), are the
+    declared source types: `timestamp` is `timestamp_ntz` (a view read through the Hive
+    metastore would turn it into `timestamp`), `timestamptz` an instant, numerics exact."""
+    expected = {
+        "customers": {
+            "updated_at": "timestamp_ntz",
+            "created_at": "timestamp",
+            "credit_limit": "decimal(12,2)",
+        },
+        "orders": {"order_date": "date", "shipped_at": "timestamp", "updated_at": "timestamp_ntz"},
+    }
+    for table, columns in expected.items():
+        layers = [
+            f"bronze.flat_northwind__{table}",
+            f"staging.stg_northwind__{table}_changes",
+            f"silver.{table}",
+            f"silver.{table}_history",
+        ]
+        for relation in layers:
+            rows = read_export(full["first"], f"{relation}.types")
+            types = {row["column_name"]: row["data_type"] for row in rows}
+            for column, data_type in columns.items():
+                assert types.get(column) == data_type, (relation, column, types.get(column))
+    gold = {
+        row["column_name"]: row["data_type"]
+        for row in read_export(full["first"], "gold.dim_customers.types")
+    }
+    assert gold["created_at"] == "timestamp" and gold["credit_limit"] == "decimal(12,2)", gold
+
+
 # Columns a history model ignores (a change of only them opens no version): a version keeps the
 # value it opened with, so they are not compared with the source's current state.
 HISTORY_IGNORED = {"customers": {"updated_at"}, "suppliers": {"last_update"}}

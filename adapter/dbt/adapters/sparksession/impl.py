@@ -9,6 +9,7 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.spark import SparkAdapter
 from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
 from dbt.adapters.sparksession.python_submissions import SessionPythonJobHelper
+from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
 
 # Behind SparkSessionCatalog, `show table extended` reports Iceberg tables as `Provider: hive`;
@@ -55,6 +56,11 @@ class SparkSessionAdapter(SparkAdapter):
         """Table properties that make Spark read a view with its query's own column types
         (view_schema.py), from the rows of `describe query` (name, type, comment)."""
         return schema_properties([(str(row[0]), str(row[1])) for row in described])
+
+    @available
+    def column_type_change(self, target_type: str, source_type: str) -> str:
+        """`fits`, `promote` or `incompatible`: see type_changes.py."""
+        return type_change(target_type, source_type)
 
     @available
     def sql_string(self, text: str) -> str:

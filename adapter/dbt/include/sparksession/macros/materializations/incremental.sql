@@ -68,6 +68,10 @@
       {%- endcall -%}
     {%- else -%}
     {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
+    {#-- sparksession: a column whose type changed at the source (column_types.sql) --#}
+    {%- if on_schema_change != 'ignore' -%}
+      {%- do widen_column_types(tmp_relation, existing_relation) -%}
+    {%- endif -%}
     {%- call statement('main') -%}
       {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
     {%- endcall -%}
