@@ -3,30 +3,25 @@
   built by the run (and the rejects, and the run's audit rows) to `<dir>/<schema>.<table>/` as JSON lines with exact, canonical text values (decimals
   with their scale, timestamps to the microsecond in UTC, binary as base64, arrays as JSON).
   Used by the tests to compare the lake with the source; handy for diffing two builds.
-  Every model built, views included, also gets `<dir>/<schema>.<table>.types/`: one line per
-  column (`position`, `column_name`, `data_type`: the Spark type readers see).
+  The column types of every model built, views included, go to `<dir>/cdc.types/` in one
+  write: one line per column (`relation` as schema.table, `position`, `column_name`,
+  `data_type`: the Spark type readers see).
 #}
 {% macro cdc_export(results) %}
     {%- set export_dir = var('cdc_export_dir', none) -%}
     {%- if not execute or export_dir is none -%}
         {{ return('') }}
     {%- endif -%}
+    {%- set types = [] -%}
     {%- for result in results -%}
         {%- set node = result.node -%}
         {%- set exported = node.schema in ('bronze', 'silver', 'gold') or node.name == 'cdc_rejects' -%}
         {%- if node.resource_type == 'model' and result.status == 'success' -%}
             {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias) -%}
             {%- set columns = adapter.get_columns_in_relation(relation) -%}
-            {% call statement('cdc_export_types_' ~ node.alias) %}
-                insert overwrite directory '{{ export_dir }}/{{ node.schema }}.{{ node.alias }}.types'
-                using json
-                select /*+ coalesce(1) */ *
-                from values
-                    {%- for column in columns %}
-                    ({{ loop.index }}, '{{ column.name }}', '{{ column.data_type }}'){{ "," if not loop.last }}
-                    {%- endfor %}
-                    as types (position, column_name, data_type)
-            {% endcall %}
+            {%- for column in columns -%}
+                {%- do types.append("('" ~ node.schema ~ "." ~ node.alias ~ "', " ~ loop.index ~ ", '" ~ column.name ~ "', '" ~ column.data_type ~ "')") -%}
+            {%- endfor -%}
             {%- if exported %}
             {% call statement('cdc_export_' ~ node.alias) %}
                 insert overwrite directory '{{ export_dir }}/{{ node.schema }}.{{ node.alias }}'
@@ -42,6 +37,16 @@
             {%- endif %}
         {%- endif -%}
     {%- endfor -%}
+    {%- if types %}
+        {% call statement('cdc_export_types') %}
+            insert overwrite directory '{{ export_dir }}/cdc.types'
+            using json
+            select /*+ coalesce(1) */ *
+            from values
+                {{ types | join(',\n                ') }}
+                as types (relation, position, column_name, data_type)
+        {% endcall %}
+    {%- endif %}
     {#- This run's rows of the run audit (cdc_run_audit), when it wrote any. -#}
     {%- set audit = cdc_run_audit_relation() -%}
     {%- if adapter.get_relation(audit.database, audit.schema, audit.identifier) is not none -%}

@@ -154,6 +154,16 @@ def read_export(export_dir: Path, relation: str) -> list[dict[str, Any]]:
     return rows
 
 
+def column_types(export_dir: Path, relation: str) -> dict[str, str]:
+    """Column name -> Spark type of one model (`schema.table`), in column order, as the catalog
+    gave them to the `cdc_export` hook (`cdc.types`)."""
+    rows = [row for row in read_export(export_dir, "cdc.types") if row["relation"] == relation]
+    assert rows, f"no column types of {relation} in {export_dir}"
+    return {
+        row["column_name"]: row["data_type"] for row in sorted(rows, key=lambda r: r["position"])
+    }
+
+
 def canonical_lake_row(table: northwind.Table, row: Mapping[str, Any]) -> dict[str, Any]:
     """A silver row in the canonical form of `sample/expected/*.jsonl` (source columns only)."""
     out = {}

@@ -75,7 +75,7 @@ def exported_tables(export_dir: Path) -> dict[str, list[dict]]:
             read_export(export_dir, folder.name), key=lambda r: json.dumps(r, sort_keys=True)
         )
         for folder in sorted(p for p in export_dir.iterdir() if p.is_dir())
-        if not folder.name.startswith("audit.")
+        if not folder.name.startswith("audit.") and folder.name != "cdc.types"
     }
 
 
@@ -89,7 +89,8 @@ def assert_matches_expected(export_dir: Path) -> None:
 
 def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
     assert_matches_expected(builds["cluster"])
-    bronze = [name for name in exported_tables(builds["cluster"]) if name.startswith("bronze.")]
+    tables = exported_tables(builds["cluster"])
+    bronze = [name for name in tables if name.startswith("bronze.")]
     assert len(bronze) == len(northwind.TABLES), "the Python flatten models ran on the cluster"
 
 
@@ -106,6 +107,18 @@ def test_thrift_and_cluster_builds_agree_cell_for_cell(builds: dict[str, Any]) -
     assert set(on_thrift) == sql_built
     for name in sorted(sql_built):
         assert on_thrift[name] == on_cluster[name], f"{name} differs between the two targets"
+    # Column types of every model the Thrift build made, views included (a view read through
+    # the Hive metastore must keep `timestamp_ntz` on the server too).
+    types = {}
+    for target in ("cluster", "thrift"):
+        rows = read_export(builds[target], "cdc.types")
+        types[target] = {
+            (r["relation"], r["position"], r["column_name"], r["data_type"]) for r in rows
+        }
+    thrift_relations = {row[0] for row in types["thrift"]}
+    assert any(r.startswith("staging.") for r in thrift_relations), thrift_relations
+    on_cluster_types = {row for row in types["cluster"] if row[0] in thrift_relations}
+    assert types["thrift"] == on_cluster_types, types["thrift"] ^ on_cluster_types
 
 
 def test_both_builds_ran_on_the_cluster_executors(builds: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import pytest
 from lakehouse import (
     SAMPLE,
     canonical_lake_row,
+    column_types,
     copy_landing,
     diff_states,
     expected_state,
@@ -112,7 +113,7 @@ def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
 
 
 def test_types_are_the_sources_in_every_layer(full: dict[str, Path]) -> None:
-    """Each layer's column types, read from the catalog (the export's `.types`), are the
+    """Each layer's column types, read from the catalog (the export's `cdc.types`), are the
     declared source types: `timestamp` is `timestamp_ntz` (a view read through the Hive
     metastore would turn it into `timestamp`), `timestamptz` an instant, numerics exact."""
     expected = {
@@ -131,14 +132,10 @@ def test_types_are_the_sources_in_every_layer(full: dict[str, Path]) -> None:
             f"silver.{table}_history",
         ]
         for relation in layers:
-            rows = read_export(full["first"], f"{relation}.types")
-            types = {row["column_name"]: row["data_type"] for row in rows}
+            types = column_types(full["first"], relation)
             for column, data_type in columns.items():
                 assert types.get(column) == data_type, (relation, column, types.get(column))
-    gold = {
-        row["column_name"]: row["data_type"]
-        for row in read_export(full["first"], "gold.dim_customers.types")
-    }
+    gold = column_types(full["first"], "gold.dim_customers")
     assert gold["created_at"] == "timestamp" and gold["credit_limit"] == "decimal(12,2)", gold
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 from dbt_scratch_project import make_project
-from lakehouse import copy_landing, read_export, run_dbt
+from lakehouse import column_types, copy_landing, read_export, run_dbt
 
 from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.pg import TemporaryPostgres
@@ -185,13 +185,6 @@ def assert_equals_postgres(
                         )
     assert not problems, "\n".join(problems)
     return found
-
-
-def column_types(export_dir: Path, relation: str) -> dict[str, str]:
-    rows = read_export(export_dir, f"{relation}.types")
-    return {
-        row["column_name"]: row["data_type"] for row in sorted(rows, key=lambda r: r["position"])
-    }
 
 
 def build(
