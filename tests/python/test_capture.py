@@ -2,7 +2,7 @@
 
 JVM tests run the tool as a subprocess (one JVM per process, as in production): few and small,
 each engine start costs about 5 s. Landing values are compared with the captured samples in
-`<repo>/../shared/debezium-samples` (metadata that differs between runs left out).
+`tests/fixtures/debezium-samples` (metadata that differs between runs left out).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name
 from cdc_lakehouse.landing import _is_landing_file
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "debezium-samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every real Debezium sample (../shared/debezium-samples) through the whole pipeline.
+"""Every real Debezium sample (tests/fixtures/debezium-samples) through the whole pipeline.
 
 The sample scenario lands in three steps, with an incremental `dbt build` after each, and the
 silver `t_types` of every variant is compared with the PostgreSQL state at that point:
@@ -17,7 +17,7 @@ import pytest
 from dbt_scratch_project import make_project
 from lakehouse import REPO, read_export, run_dbt
 
-SAMPLES = REPO.parent / "shared" / "debezium-samples"
+SAMPLES = REPO / "tests" / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
 
 T_TYPES = {
@@ -64,9 +64,7 @@ KEEPS_ROW_1 = {"noisy", "unwrap_rw", "unwrap_rwt"}  # no truncate event in these
 
 def records(variant: str) -> list[dict]:
     path = SAMPLES / f"{variant}.jsonl"
-    assert path.exists(), (
-        f"Debezium samples not found at {SAMPLES} (shared/ must sit beside the repo)"
-    )
+    assert path.exists(), f"Debezium samples not found at {SAMPLES}"
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 

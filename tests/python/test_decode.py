@@ -1,6 +1,6 @@
 """The flatten core on real Debezium output: landing files -> raw lines -> typed change rows.
 
-The fixtures are the captured samples in `<repo>/../shared/debezium-samples` (see its README),
+The fixtures are the captured samples in `tests/fixtures/debezium-samples` (see its README),
 laid out the way a Kafka Connect storage sink writes them, plus small hand-built lines for the
 cases the samples do not cover (rejects, wide decimals, JDBC rows, schema changes).
 """
@@ -25,7 +25,7 @@ from cdc_lakehouse.decode import decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "debezium-samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
 PLACEHOLDER = "__debezium_unavailable_value"
 T_TYPES = {
@@ -92,7 +92,7 @@ SCENARIO = [
 @pytest.fixture(scope="module")
 def samples() -> Path:
     if not (SAMPLES / "default.jsonl").is_file():
-        pytest.fail(f"Debezium samples not found at {SAMPLES} (expected <repo>/../shared/...)")
+        pytest.fail(f"Debezium samples not found at {SAMPLES}")
     return SAMPLES
 
 
