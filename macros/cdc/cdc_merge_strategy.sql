@@ -57,7 +57,7 @@
 {%- endfor -%}
 
 {#- Columns added at the source, and types widened there, reach silver; older rows read null. -#}
-{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
+{%- set source_names = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
 {#- Resolve once, into a table: the resolution reads silver, and `cache table` is not enough,
@@ -68,7 +68,7 @@
 
 {#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
     Without `_cdc_target_exists` (a replacing batch) everything goes through one MERGE. -#}
-{%- set split = '_cdc_target_exists' in (adapter.get_columns_in_relation(source) | map(attribute='name') | list) -%}
+{%- set split = '_cdc_target_exists' in source_names -%}
 {%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
 {%- set stats = run_query(
     "select count_if(_cdc_action in ('upsert', 'delete')), count_if(_cdc_action = 'delete'),"

@@ -3,15 +3,16 @@
   the source: a type that already holds every value is kept; one Iceberg can promote in place
   (int -> bigint, float -> double, a decimal's precision) is altered; anything else stops the
   run before a row is written, naming the table, the column and both types.
+  `source_columns` / `target_columns`: the relations' columns when the caller already has them.
 #}
-{% macro widen_column_types(source_relation, target_relation) %}
+{% macro widen_column_types(source_relation, target_relation, source_columns=none, target_columns=none) %}
   {%- set target_types = {} -%}
-  {%- for column in adapter.get_columns_in_relation(target_relation) -%}
+  {%- for column in target_columns or adapter.get_columns_in_relation(target_relation) -%}
     {%- do target_types.update({column.name: column.data_type}) -%}
   {%- endfor -%}
   {%- set promote = [] -%}
   {%- set incompatible = [] -%}
-  {%- for column in adapter.get_columns_in_relation(source_relation) -%}
+  {%- for column in source_columns or adapter.get_columns_in_relation(source_relation) -%}
     {%- set current = target_types.get(column.name) -%}
     {%- if current is not none -%}
       {%- set change = adapter.column_type_change(current, column.data_type) -%}
