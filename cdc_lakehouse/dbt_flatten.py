@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lakehouse.decode import decode_changes
+from cdc_lakehouse.decode import backfills, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
@@ -51,6 +51,69 @@ def hand_over_loaded_files(session: SparkSession, identifier: str, files: set[st
     names.createOrReplaceTempView(identifier + LEDGER_SUFFIX)
 
 
+# Columns being filled from `_cdc_undeclared` (see fill_declared_columns), named in a table
+# property from before they are added until their rows are filled, so a run that stops in
+# between finishes the job next time.
+PENDING_PROPERTY = "cdc.backfill-pending"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec) -> list[str]:
+    """Columns declared since rows were loaded without them (schemas off: their fields were
+    kept as text in `_cdc_undeclared`) are added to the flatten table and filled, for every row
+    already loaded, with the value the declared type decodes (as if declared from the start:
+    unchanged-TOAST placeholders are reported in `_cdc_unavailable_columns`). No landing file
+    is read again. Silver and histories then resolve their change log again (see
+    cdc_backfilled_columns). A value that does not decode as the declared type stops the run
+    before anything is written. Returns the columns filled."""
+    table = session.table(relation)
+    present = set(table.columns)
+    if "_cdc_undeclared" not in present:
+        return []
+    properties = {row[0]: row[1] for row in session.sql(f"show tblproperties {relation}").collect()}
+    pending = [c for c in properties.get(PENDING_PROPERTY, "").split(",") if c in spec.columns]
+    new = [c for c in spec.columns if c not in present]
+    names = pending + [c for c in new if c not in pending]
+    if not names:
+        return []
+    fills = backfills(spec, names)
+    holds = " or ".join(f"{f.raw} is not null" for f in fills)
+    failed = " or ".join(f.failed for f in fills)
+    where = f"_cdc_undeclared is not null and ({holds})"
+    bad = session.sql(
+        f"select _cdc_file, _cdc_line, _cdc_undeclared from {relation} where {where} and ({failed})"
+    ).take(1)
+    if bad:
+        declared = ", ".join(f"{f.name} {spec.columns[f.name]}" for f in fills)
+        raise ValueError(
+            f"{relation}: rows already loaded hold values that do not decode as declared "
+            f"({declared}); first at {bad[0][0]} line {bad[0][1]}: {bad[0][2]}. Fix the "
+            "declared type in cdc_table.columns and run again (nothing was changed)."
+        )
+    if not session.sql(f"select 1 from {relation} where {where}").take(1):
+        return []  # nothing to fill: dbt adds the columns (on_schema_change)
+    listed = ",".join(names)
+    session.sql(f"alter table {relation} set tblproperties ('{PENDING_PROPERTY}' = '{listed}')")
+    added = [f for f in fills if f.name in new]
+    if added:
+        columns = ", ".join(f"{_quote(f.name)} {f.out}" for f in added)
+        session.sql(f"alter table {relation} add columns ({columns})")
+    flagged = ", ".join(f"if({f.unavailable}, '{f.name}', NULL)" for f in fills)
+    unavailable = (
+        "nullif(array_join(array_distinct(filter(concat(split(coalesce("
+        f"_cdc_unavailable_columns, ''), ','), array({flagged})), c -> c != '')), ','), '')"
+    )
+    sets = ", ".join(f"{_quote(f.name)} = {f.value}" for f in fills)
+    session.sql(
+        f"update {relation} set {sets}, _cdc_unavailable_columns = {unavailable} where {where}"
+    )
+    session.sql(f"alter table {relation} unset tblproperties ('{PENDING_PROPERTY}')")
+    return names
+
+
 def flatten_model(
     dbt: Any,
     session: SparkSession,
@@ -71,6 +134,7 @@ def flatten_model(
     session.catalog.dropTempView(identifier + LEDGER_SUFFIX)
     done: set[str] = set()
     if dbt.is_incremental:
+        fill_declared_columns(session, str(dbt.this), spec)
         done, recorded = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
         if not files:

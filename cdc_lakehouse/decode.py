@@ -38,6 +38,7 @@ METADATA_COLUMNS = (
     "_cdc_loaded_at",
     "_cdc_reject_reason",
     "_cdc_raw",
+    "_cdc_undeclared",
 )
 # Fields ExtractNewRecordState adds with `add.fields` (`source.x` becomes `__source_x`).
 FLATTENED_FIELDS = (
@@ -210,15 +211,34 @@ def _has_schema(value: Column) -> Column:
     return value.startswith(_WRAPPED_PREFIX + "{")
 
 
-def collect_schema_texts(lines: DataFrame) -> list[str]:
-    """Distinct embedded schemas in `lines`, as `{"schema":{...}` texts.
+def _image_text(value: Column, shape: str) -> Column:
+    """The JSON text of the object that holds a bare line's row values."""
+    if shape == "envelope":
+        return F.coalesce(F.get_json_object(value, "$.after"), F.get_json_object(value, "$.before"))
+    return value
 
-    One pass over the text: schemas are few, so a set of them is small, and a set aggregate
-    needs no sort. On read_landing_lines output Spark also drops the line-numbering join. Pass
-    the result to `decode_changes(schema_texts=...)` to reuse it, or let decode call this."""
-    text = _schema_text(F.col("value"))
-    found = lines.where(_has_schema(F.col("value"))).agg(F.collect_set(text)).first()
-    return sorted(found[0]) if found and found[0] else []
+
+def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
+    """In one pass over the text: the distinct embedded schemas, as `{"schema":{...}` texts, and
+    the field names of the rows in lines without one (schemas off: what the lines hold beyond
+    the declared columns is only known from the lines themselves).
+
+    A set of key lists stays small (rows of a table share their fields), and no sort is needed."""
+    value = F.col("value")
+    text = F.when(_has_schema(value), _schema_text(value))
+    keys = F.when(
+        ~value.startswith(_WRAPPED_PREFIX),
+        F.expr("json_object_keys(__cdc_image)"),
+    )
+    found = (
+        lines.select(value, _image_text(value, shape).alias("__cdc_image"))
+        .agg(F.collect_set(text), F.collect_set(keys))
+        .first()
+    )
+    if not found:
+        return [], []
+    fields = sorted({k for ks in found[1] or [] for k in ks or []})
+    return sorted(found[0] or []), fields
 
 
 def _row_fields(schema: dict, shape: str) -> list[dict]:
@@ -723,35 +743,100 @@ def _with_line_columns(lines: DataFrame) -> DataFrame:
     return lines
 
 
+def undeclared_fields(
+    spec: TableSpec, names: Iterable[str], bare_fields: Iterable[str]
+) -> list[str]:
+    """Fields of bare lines that are not columns: Debezium's own (`__op`...) excepted."""
+    known = set(names)
+    return sorted(
+        f
+        for f in bare_fields
+        if f not in known and not (spec.shape == "flattened" and f.startswith("__"))
+    )
+
+
+def undeclared_sql(raw: dict[str, str], fields: Sequence[str]) -> str:
+    """`_cdc_undeclared`: the raw JSON text of each undeclared field a line holds, as a JSON
+    object of strings (NULL when none), so that a later declaration decodes them exactly."""
+    if not fields:
+        return "CAST(NULL AS string)"
+    pairs = ", ".join(f"{_lit(f)}, {raw[f]}" for f in fields)
+    return f"nullif(to_json(named_struct({pairs})), '{{}}')"
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """SQL over a flatten table's row that decodes one newly declared column from the text kept
+    in `_cdc_undeclared`, with the decoder the column would have had from the start."""
+
+    name: str
+    out: str  # Spark SQL type
+    raw: str  # the field's raw JSON text (NULL when the line did not hold it)
+    value: str  # the decoded value (NULL for an unchanged-TOAST placeholder)
+    unavailable: str  # true when the value is Debezium's unchanged-TOAST placeholder
+    failed: str  # true when the text does not decode as `out` (the line would be rejected)
+
+
+def backfills(spec: TableSpec, names: Iterable[str]) -> list[Backfill]:
+    """How to fill declared columns `names` of rows loaded while they were undeclared."""
+    found = []
+    for name in names:
+        declared = spec.columns[name]
+        col = _Column(
+            name=name,
+            out=spark_type(declared),
+            declared=declared_encoding(declared, spec),
+            by_schema={},
+        )
+        raw = f"from_json(_cdc_undeclared, {_lit(f'{_quote(name)} string')}).{_quote(name)}"
+        decoded = decode_sql(col.declared, raw, col.out, _inline)
+        unavailable = "false"
+        if col.toastable:
+            placeholder = unavailable_sql(raw, spec.toast_placeholder, col.out.startswith("array<"))
+            unavailable = f"coalesce({placeholder}, false)"
+        failed = "false"
+        if col.can_fail:
+            failed = f"({raw} IS NOT NULL AND NOT {unavailable} AND ({decoded}) IS NULL)"
+        value = f"if({unavailable}, NULL, {decoded})"
+        found.append(Backfill(name, col.out, raw, value, unavailable, failed))
+    return found
+
+
 def decode_changes(
     lines: DataFrame,
     spec: TableSpec,
     loaded_at: datetime | None = None,
     schema_texts: Iterable[str] | None = None,
+    bare_fields: Iterable[str] | None = None,
 ) -> DataFrame:
     """Typed change rows from raw landing lines (see read_landing_lines).
 
     Columns, in order: the table's columns (declared ones first, then key and
     embedded-schema-only columns), `_cdc_op`, `_cdc_seq` decimal(38,0), `_cdc_source_ts`,
     `_cdc_tx_id`, `_cdc_unavailable_columns`, `_cdc_file`, `_cdc_line`, `_cdc_offset`,
-    `_cdc_loaded_at`, `_cdc_reject_reason`, `_cdc_raw`.
+    `_cdc_loaded_at`, `_cdc_reject_reason`, `_cdc_raw`, `_cdc_undeclared`.
 
-    schema_texts: the embedded schemas (see collect_schema_texts); collected from `lines` with
-    one extra cheap pass when not given. Lines whose schema is not among them are rejected.
+    schema_texts: the embedded schemas and bare_fields: the row fields
+    of lines without one (see survey_lines). Both are collected from `lines` with one extra
+    cheap pass when not given. Lines whose schema is not among them are rejected; fields of
+    bare lines that are not columns are kept, as text, in `_cdc_undeclared`.
     """
     spark = lines.sparkSession
-    if schema_texts is None:
-        schema_texts = collect_schema_texts(lines)
+    if schema_texts is None or bare_fields is None:
+        surveyed_texts, surveyed_fields = survey_lines(lines, spec.shape)
+        schema_texts = surveyed_texts if schema_texts is None else schema_texts
+        bare_fields = surveyed_fields if bare_fields is None else bare_fields
     schemas = parse_schemas(spark, schema_texts, spec.shape)
     columns = _columns(spec, schemas)
     by_name = {c.name: c for c in columns}
     names = [c.name for c in columns]
+    undeclared = undeclared_fields(spec, names, bare_fields)
 
     plan = _Plan()
     op_sql, image_sql = _op_and_image(spec)
     op = plan.let(op_sql, "op")
     image = plan.let(image_sql, "img")
-    raw = {n: f"{image}.{_quote(n)}" for n in names}
+    raw = {n: f"{image}.{_quote(n)}" for n in names + undeclared}
     decoded = {
         c.name: plan.let(_column_sql(c, raw[c.name], "`__cdc_sid`", plan.let), "v") for c in columns
     }
@@ -768,7 +853,7 @@ def decode_changes(
     flagged = [f"if({ua}, {_lit(n)}, NULL)" for n, ua in unavailable.items()]
     unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')" if flagged else "NULL"
 
-    staged = plan.apply(_parse(_with_line_columns(lines), _payload_type(spec, names)))
+    staged = plan.apply(_parse(_with_line_columns(lines), _payload_type(spec, names + undeclared)))
     output = [
         F.expr(
             f"if({unavailable[n]}, NULL, {decoded[n]})" if n in unavailable else decoded[n]
@@ -787,5 +872,6 @@ def decode_changes(
         F.expr(_loaded_at_sql(loaded_at)).alias("_cdc_loaded_at"),
         F.expr(reason).alias("_cdc_reject_reason"),
         F.expr(f"if({reason} IS NULL, NULL, value)").alias("_cdc_raw"),
+        F.expr(undeclared_sql(raw, undeclared)).alias("_cdc_undeclared"),
     ]
     return staged.select(*output)

@@ -27,7 +27,8 @@
         )
     {%- endset -%}
     {%- set new_batch = cdc_new_changes(changes, this) -%}
-    {%- if not new_batch.found %}
+    {%- set backfilled = cdc_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
+    {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape, marked so that the
         strategy skips its work (cdc_nothing_new_marker). #}
     {{ cdc_nothing_new_marker() }}
@@ -38,9 +39,10 @@
         cast(null as timestamp) as _cdc_batch_loaded_at
     from {{ this }}
     where false
-    {%- elif cdc_late_changes_found(changes, new_changes, keys) %}
-    {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for:
-        resolve the whole change log again, as --full-refresh would; cdc_merge replaces. -#}
+    {%- elif backfilled or cdc_late_changes_found(changes, new_changes, keys) %}
+    {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
+        a newly declared column values of events already applied: resolve the whole change log
+        again, as --full-refresh would; cdc_merge replaces. -#}
     {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}

@@ -23,3 +23,29 @@
     {%- do widen_column_types(source, target, source_columns, target_columns) -%}
     {{ return(source_columns | map(attribute='name') | list) }}
 {% endmacro %}
+
+
+{#
+  True when a column of the change log `changes` that the model's table lacks (`new_columns`)
+  holds a value in an event the table already applied (loaded at or before its watermark): a
+  column declared after its values were loaded with schemas off, which the flatten model filled
+  for those events (fill_declared_columns, in cdc_lakehouse/dbt_flatten.py). Only a resolution
+  of the whole change log gives the table those values. Columns added at the source come with
+  events after the watermark: they do not count. The scan stops at the first such event.
+#}
+{% macro cdc_backfilled_columns(changes, new_columns) %}
+    {%- if not execute or not new_columns or cdc_in_unit_test(changes, this) -%}
+        {{ return(false) }}
+    {%- endif -%}
+    {%- set held = [] -%}
+    {%- for column in new_columns -%}
+        {%- do held.append(adapter.quote(column) ~ " is not null") -%}
+    {%- endfor -%}
+    {%- set query -%}
+        select 1
+        from {{ changes }}
+        where _cdc_loaded_at <= {{ cdc_watermark(this) }} and ({{ held | join(' or ') }})
+        limit 1
+    {%- endset -%}
+    {{ return(run_query(query).rows | length > 0) }}
+{% endmacro %}

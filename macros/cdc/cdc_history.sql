@@ -132,6 +132,16 @@
 {%- endfor %}
 
 {%- set scope = cdc_history_scope(changes, keys) if is_incremental() else none %}
+{%- if scope is not none -%}
+    {%- set target_attributes = cdc_source_column_names(this, attributes) -%}
+    {%- if cdc_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
+        {#- A newly declared column holds values of events already applied: every key. -#}
+        {%- do scope.update({
+            'empty': false, 'all_keys': true,
+            'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
+        }) -%}
+    {%- endif -%}
+{%- endif %}
 {%- if scope is not none and scope.empty %}
 {#- Nothing landed since the last run: an empty batch of the table's shape, so the strategy
     runs no resolution at all. -#}

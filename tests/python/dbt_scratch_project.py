@@ -90,7 +90,13 @@ def make_project(
         keys = list(config["key"])
         model = FLATTEN_MODEL.replace(NORTHWIND_SOURCE, f'dbt.source("landing", "{name}")')
         (flatten / f"flat_{name}.py").write_text(model)
-        flatten_yml.append({"name": f"flat_{name}", "config": {"cdc_table": dict(config)}})
+        flatten_yml.append(
+            {
+                "name": f"flat_{name}",
+                "config": {"cdc_table": dict(config)},
+                "tests": ["cdc_no_rejects", "cdc_no_undeclared_fields"],
+            }
+        )
         sources.append(landing_source(name, config))
         (staging / f"stg_{name}_changes.sql").write_text(
             f"select {{{{ cdc_staging_columns(ref('flat_{name}'), {keys!r}) }}}}\n"

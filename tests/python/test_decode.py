@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.decode import decode_changes
+from cdc_lakehouse.decode import backfills, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
@@ -54,6 +54,7 @@ METADATA = [
     "_cdc_loaded_at",
     "_cdc_reject_reason",
     "_cdc_raw",
+    "_cdc_undeclared",
 ]
 LOADED_AT = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -761,6 +762,137 @@ def test_each_line_decodes_with_its_own_schema_or_the_declared_modes(
         (2, "unknown embedded schema"),
         (3, None),
     ]
+
+
+def test_undeclared_fields_are_kept_and_decode_exactly_once_declared(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Schemas off, in every shape: fields that are not declared columns are kept as text in
+    `_cdc_undeclared` (nothing lost), and the backfill decoders give, from that text, exactly
+    what declaring the columns from the start gives (placeholders, decimals, arrays, nulls)."""
+    amount = unscaled_base64(-1234)  # -12.34 as a precise decimal(8,2)
+    gone = "__debezium_unavailable_value"
+    rows_by_shape = {
+        "envelope": [
+            compact(envelope("c", {"id": 1, "name": "a"}, lsn=1)),
+            compact(
+                envelope(
+                    "c",
+                    {
+                        "id": 2,
+                        "name": "b",
+                        "amount": amount,
+                        "tags": ["x", "y"],
+                        "extra": {"k": [1, 2]},
+                    },
+                    lsn=2,
+                )
+            ),
+            compact(
+                envelope(
+                    "u",
+                    {"id": 2, "name": "b", "amount": amount, "tags": [gone], "extra": None},
+                    lsn=3,
+                )
+            ),
+            compact(envelope("d", None, lsn=4, before={"id": 1, "name": None, "amount": None})),
+            compact(envelope("u", {"id": 3, "name": "c", "amount": "not base64!"}, lsn=5)),
+        ],
+        "flattened": [
+            compact({"id": 1, "name": "a", "__op": "c", "__lsn": 1, "__deleted": "false"}),
+            compact(
+                {
+                    "id": 2,
+                    "name": "b",
+                    "amount": "-12.34",
+                    "tags": ["x", "y"],
+                    "extra": {"k": [1, 2]},
+                    "__op": "c",
+                    "__lsn": 2,
+                    "__deleted": "false",
+                    "__table": "t",
+                }
+            ),
+            compact(
+                {
+                    "id": 2,
+                    "name": "b",
+                    "amount": "-12.34",
+                    "tags": [gone],
+                    "extra": None,
+                    "__op": "u",
+                    "__lsn": 3,
+                    "__deleted": "false",
+                }
+            ),
+            compact(
+                {
+                    "id": 1,
+                    "name": None,
+                    "amount": None,
+                    "__op": "d",
+                    "__lsn": 4,
+                    "__deleted": "true",
+                }
+            ),
+            compact(
+                {
+                    "id": 3,
+                    "name": "c",
+                    "amount": "abc",
+                    "__op": "u",
+                    "__lsn": 5,
+                    "__deleted": "false",
+                }
+            ),
+        ],
+    }
+    full = {
+        "id": "int",
+        "name": "text",
+        "amount": "numeric(8,2)",
+        "tags": "text[]",
+        "extra": "jsonb",
+    }
+    for shape, lines in rows_by_shape.items():
+        topic = f"t.undeclared.{shape}"
+        write_landing(tmp_path, topic, lines, files=2)
+        modes = {"decimal_handling_mode": "string"} if shape == "flattened" else {}
+        bare = TableSpec(
+            topic=topic, shape=shape, key=("id",), columns={"id": "int", "name": "text"}, **modes
+        )
+        declared = TableSpec(topic=topic, shape=shape, key=("id",), columns=full, **modes)
+        kept = decode(spark, tmp_path, bare)
+        assert "amount" not in kept.columns
+        got = collect(kept)
+        assert got[0]._cdc_undeclared is None, shape
+        assert json.loads(got[1]._cdc_undeclared) == {
+            "amount": "-12.34" if shape == "flattened" else amount,
+            "tags": '["x","y"]',
+            "extra": '{"k":[1,2]}',
+        }, shape
+        assert json.loads(got[2]._cdc_undeclared)["tags"] == f'["{gone}"]'
+        assert all(r._cdc_reject_reason is None for r in got), shape
+
+        # What the declared decoder gives from the start, and what the backfill gives later.
+        expected = collect(decode(spark, tmp_path, declared))
+        fills = backfills(declared, ["amount", "tags", "extra"])
+        filled = collect(
+            kept.select(
+                "*",
+                *[F.expr(f.value).alias(f"fill_{f.name}") for f in fills],
+                *[F.expr(f.unavailable).alias(f"ua_{f.name}") for f in fills],
+                *[F.expr(f.failed).alias(f"failed_{f.name}") for f in fills],
+            )
+        )
+        for want, row in zip(expected, filled, strict=True):
+            unavailable = set((want._cdc_unavailable_columns or "").split(","))
+            for f in fills:
+                assert row[f"fill_{f.name}"] == want[f.name], (shape, f.name, want)
+                assert row[f"ua_{f.name}"] == (f.name in unavailable), (shape, f.name)
+            rejected = want._cdc_reject_reason == "cannot decode amount as decimal(8,2)"
+            assert row["failed_amount"] == rejected, (shape, want)
+        assert [r._cdc_reject_reason for r in expected][-1] is not None
 
 
 def test_flattened_rows_from_another_table_are_kept(spark: SparkSession, tmp_path: Path) -> None:

@@ -213,9 +213,21 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
 
         run_sql(pg, PHASE_2)
         capture(pg, tmp_path, landing)
-        # Schemas off: the user declares what changed (README, "Schema changes at the source").
+        # Schemas off: the user widens `level` (a bigint value would be rejected as an int) but
+        # has not seen `tier` yet. Its values are kept in bronze; a warning names it.
+        declare(project, {**DECLARED, "level": "bigint"})
+        undeclared, result = build(project, lakehouse, landing, "phase2-undeclared")
+        assert_equals_postgres(undeclared, pg, "phase 2", ("members_env", "members_flat"))
+        assert (
+            "flat_members_nosch: fields not declared in cdc_table.columns, kept in "
+            "_cdc_undeclared: tier (4 events)"
+        ) in result.stdout, result.stdout
+        assert "tier" not in column_types(undeclared, "silver.members_nosch")
+        # Declared now (README, "Schema changes at the source"); nothing new landed: the next
+        # build fills the column for the events already loaded, and silver and history follow.
         declare(project, {**DECLARED, "level": "bigint", "tier": "text"})
-        second, _ = build(project, lakehouse, landing, "phase2")
+        second, result = build(project, lakehouse, landing, "phase2")
+        assert "fields not declared" not in result.stdout
         silver = assert_equals_postgres(second, pg, "phase 2")
 
         # Schemas on only: without the embedded schema a decimal's scale is not in the data
