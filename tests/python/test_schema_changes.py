@@ -223,6 +223,14 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
             "_cdc_undeclared: tier (4 events)"
         ) in result.stdout, result.stdout
         assert "tier" not in column_types(undeclared, "silver.members_nosch")
+        # A declared type the kept values do not fit stops the build, and nothing is written.
+        declare(project, {**DECLARED, "level": "bigint", "tier": "int"})
+        _, failed = build(project, lakehouse, landing, "phase2-mistyped", check=False)
+        assert failed.returncode == 1
+        assert (
+            "bronze.flat_members_nosch: rows already loaded hold values that do not decode as "
+            "declared (tier int)"
+        ) in failed.stdout, failed.stdout
         # Declared now (README, "Schema changes at the source"); nothing new landed: the next
         # build fills the column for the events already loaded, and silver and history follow.
         declare(project, {**DECLARED, "level": "bigint", "tier": "text"})
