@@ -84,7 +84,8 @@ def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec)
     failed = " or ".join(f.failed for f in fills)
     where = f"_cdc_undeclared is not null and ({holds})"
     bad = session.sql(
-        f"select _cdc_file, _cdc_line, _cdc_undeclared from {relation} where {where} and ({failed})"
+        f"select _cdc_file, _cdc_line, _cdc_undeclared from {relation} "
+        f"where {where} and _cdc_reject_reason is null and ({failed})"
     ).take(1)
     if bad:
         declared = ", ".join(f"{f.name} {spec.columns[f.name]}" for f in fills)
