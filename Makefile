@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev system-deps lint format unit docs sample oracle cluster cluster-stop clean help
+.PHONY: run test install install-dev system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
@@ -71,6 +71,12 @@ format: install-dev
 
 test: install-dev lint
 	pytest
+
+# A developer's loop, about 8 min on 2 cores (lint, then 44 tests: the decoder, the capture tool,
+# DDL end to end against PostgreSQL, freshness). CI runs `make test`, which holds all of these.
+test-fast: install-dev lint
+	pytest tests/python/test_decode.py tests/python/test_capture.py \
+		tests/python/test_schema_changes.py tests/python/test_source_freshness.py
 
 ## Other -------------------------------------------------------------------------------------
 docs: install
