@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lakehouse.decode import backfills, decode_changes
+from cdc_lakehouse.decode import backfills, decode_changes, quote_identifier
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
@@ -57,10 +57,6 @@ def hand_over_loaded_files(session: SparkSession, identifier: str, files: set[st
 PENDING_PROPERTY = "cdc.backfill-pending"
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec) -> list[str]:
     """Columns declared since rows were loaded without them (schemas off: their fields were
     kept as text in `_cdc_undeclared`) are added to the flatten table and filled, for every row
@@ -100,14 +96,14 @@ def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec)
     session.sql(f"alter table {relation} set tblproperties ('{PENDING_PROPERTY}' = '{listed}')")
     added = [f for f in fills if f.name in new]
     if added:
-        columns = ", ".join(f"{_quote(f.name)} {f.out}" for f in added)
+        columns = ", ".join(f"{quote_identifier(f.name)} {f.out}" for f in added)
         session.sql(f"alter table {relation} add columns ({columns})")
     flagged = ", ".join(f"if({f.unavailable}, '{f.name}', NULL)" for f in fills)
     unavailable = (
         "nullif(array_join(array_distinct(filter(concat(split(coalesce("
         f"_cdc_unavailable_columns, ''), ','), array({flagged})), c -> c != '')), ','), '')"
     )
-    sets = ", ".join(f"{_quote(f.name)} = {f.value}" for f in fills)
+    sets = ", ".join(f"{quote_identifier(f.name)} = {f.value}" for f in fills)
     session.sql(
         f"update {relation} set {sets}, _cdc_unavailable_columns = {unavailable} where {where}"
     )

@@ -277,7 +277,7 @@ def parse_schemas(spark: SparkSession, texts: Iterable[str], shape: str) -> list
 Let = Callable[[str, str], str]
 
 
-def _quote(name: str) -> str:
+def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -500,7 +500,7 @@ class _Plan:
         name = f"__cdc_{hint}_{len(self.exprs)}"
         self.levels[name] = 1 + max(deps, default=0)
         self.exprs[name] = sql
-        return _quote(name)
+        return quote_identifier(name)
 
     def apply(self, df: DataFrame) -> DataFrame:
         for level in sorted(set(self.levels.values())):
@@ -788,7 +788,8 @@ def backfills(spec: TableSpec, names: Iterable[str]) -> list[Backfill]:
             declared=declared_encoding(declared, spec),
             by_schema={},
         )
-        raw = f"from_json(_cdc_undeclared, {_lit(f'{_quote(name)} string')}).{_quote(name)}"
+        field = quote_identifier(name)
+        raw = f"from_json(_cdc_undeclared, {_lit(f'{field} string')}).{field}"
         decoded = decode_sql(col.declared, raw, col.out, _inline)
         unavailable = "false"
         if col.toastable:
@@ -836,7 +837,7 @@ def decode_changes(
     op_sql, image_sql = _op_and_image(spec)
     op = plan.let(op_sql, "op")
     image = plan.let(image_sql, "img")
-    raw = {n: f"{image}.{_quote(n)}" for n in names + undeclared}
+    raw = {n: f"{image}.{quote_identifier(n)}" for n in names + undeclared}
     decoded = {
         c.name: plan.let(_column_sql(c, raw[c.name], "`__cdc_sid`", plan.let), "v") for c in columns
     }

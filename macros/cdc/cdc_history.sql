@@ -23,16 +23,24 @@
   What an incremental run of a history model must recompute, decided by one query on the change
   log so that the model's own query stays small (Spark inlines CTEs: every decision left to SQL
   multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
-  truncate), `linked_keys` (a touched key took part in a primary-key change) and `newest` (SQL
-  expression of the newest `_cdc_loaded_at`). In a dbt unit test, whose fixtures cannot be
-  queried here, only the touched keys are recomputed.
+  truncate, or a newly declared column filled for events already applied, see
+  cdc_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
+  `newest` (SQL expression of the newest `_cdc_loaded_at`). In a dbt unit test, whose fixtures
+  cannot be queried here, only the touched keys are recomputed.
 #}
-{% macro cdc_history_scope(changes, keys) %}
+{% macro cdc_history_scope(changes, keys, attributes) %}
+    {%- set scope = {
+        'empty': false, 'all_keys': false, 'linked_keys': false,
+        'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
+    } -%}
     {%- if not execute or cdc_in_unit_test(changes, this) -%}
-        {{ return({
-            'empty': false, 'all_keys': false, 'linked_keys': false,
-            'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
-        }) }}
+        {{ return(scope) }}
+    {%- endif -%}
+    {#- A newly declared column holds values of events already applied: every key. -#}
+    {%- set stored = cdc_source_column_names(this, attributes) -%}
+    {%- if cdc_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
+        {%- do scope.update({'all_keys': true}) -%}
+        {{ return(scope) }}
     {%- endif -%}
     {%- set key_list = cdc_column_list(keys) -%}
     {%- set query -%}
@@ -131,17 +139,7 @@
     {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
 {%- endfor %}
 
-{%- set scope = cdc_history_scope(changes, keys) if is_incremental() else none %}
-{%- if scope is not none -%}
-    {%- set target_attributes = cdc_source_column_names(this, attributes) -%}
-    {%- if cdc_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
-        {#- A newly declared column holds values of events already applied: every key. -#}
-        {%- do scope.update({
-            'empty': false, 'all_keys': true,
-            'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
-        }) -%}
-    {%- endif -%}
-{%- endif %}
+{%- set scope = cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
 {%- if scope is not none and scope.empty %}
 {#- Nothing landed since the last run: an empty batch of the table's shape, so the strategy
     runs no resolution at all. -#}
