@@ -63,7 +63,7 @@ def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec)
     already loaded, with the value the declared type decodes (as if declared from the start:
     unchanged-TOAST placeholders are reported in `_cdc_unavailable_columns`). No landing file
     is read again. Silver and histories then resolve their change log again (see
-    cdc_backfilled_columns). A value that does not decode as the declared type stops the run
+    cdc_has_backfilled_columns). A value that does not decode as the declared type stops the run
     before anything is written. Returns the columns filled."""
     table = session.table(relation)
     present = set(table.columns)
@@ -79,19 +79,21 @@ def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec)
     holds = " or ".join(f"{f.raw} is not null" for f in fills)
     failed = " or ".join(f.failed for f in fills)
     where = f"_cdc_undeclared is not null and ({holds})"
-    bad = session.sql(
-        f"select _cdc_file, _cdc_line, _cdc_undeclared from {relation} "
-        f"where {where} and _cdc_reject_reason is null and ({failed})"
-    ).take(1)
-    if bad:
+    # One scan: a row to fill, a row that cannot be filled first if there is one.
+    first = session.sql(
+        f"select _cdc_file, _cdc_line, _cdc_undeclared, "
+        f"coalesce(_cdc_reject_reason is null and ({failed}), false) as bad "
+        f"from {relation} where {where} order by bad desc limit 1"
+    ).collect()
+    if not first:
+        return []  # nothing to fill: dbt adds the columns (on_schema_change)
+    if first[0]["bad"]:
         declared = ", ".join(f"{f.name} {spec.columns[f.name]}" for f in fills)
         raise ValueError(
             f"{relation}: rows already loaded hold values that do not decode as declared "
-            f"({declared}); first at {bad[0][0]} line {bad[0][1]}: {bad[0][2]}. Fix the "
+            f"({declared}); one at {first[0][0]} line {first[0][1]}: {first[0][2]}. Fix the "
             "declared type in cdc_table.columns and run again (nothing was changed)."
         )
-    if not session.sql(f"select 1 from {relation} where {where}").take(1):
-        return []  # nothing to fill: dbt adds the columns (on_schema_change)
     listed = ",".join(names)
     session.sql(f"alter table {relation} set tblproperties ('{PENDING_PROPERTY}' = '{listed}')")
     added = [f for f in fills if f.name in new]

@@ -211,11 +211,11 @@ def _has_schema(value: Column) -> Column:
     return value.startswith(_WRAPPED_PREFIX + "{")
 
 
-def _image_text(value: Column, shape: str) -> Column:
-    """The JSON text of the object that holds a bare line's row values."""
+def _image_text_sql(shape: str) -> str:
+    """SQL for the JSON text of the object that holds a bare line's row values."""
     if shape == "envelope":
-        return F.coalesce(F.get_json_object(value, "$.after"), F.get_json_object(value, "$.before"))
-    return value
+        return "coalesce(get_json_object(value, '$.after'), get_json_object(value, '$.before'))"
+    return "value"
 
 
 def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
@@ -226,15 +226,12 @@ def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
     A set of key lists stays small (rows of a table share their fields), and no sort is needed."""
     value = F.col("value")
     text = F.when(_has_schema(value), _schema_text(value))
+    # Inside the CASE, so that wrapped lines (schemas on) are not parsed at all here.
     keys = F.when(
         ~value.startswith(_WRAPPED_PREFIX),
-        F.expr("json_object_keys(__cdc_image)"),
+        F.expr(f"json_object_keys({_image_text_sql(shape)})"),
     )
-    found = (
-        lines.select(value, _image_text(value, shape).alias("__cdc_image"))
-        .agg(F.collect_set(text), F.collect_set(keys))
-        .first()
-    )
+    found = lines.agg(F.collect_set(text), F.collect_set(keys)).first()
     if not found:
         return [], []
     fields = sorted({k for ks in found[1] or [] for k in ks or []})

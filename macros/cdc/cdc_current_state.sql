@@ -27,7 +27,7 @@
         )
     {%- endset -%}
     {%- set new_batch = cdc_new_changes(changes, this) -%}
-    {%- set backfilled = cdc_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
+    {%- set backfilled = cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
     {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape, marked so that the
         strategy skips its work (cdc_nothing_new_marker). #}

@@ -33,7 +33,7 @@
   of the whole change log gives the table those values. Columns added at the source come with
   events after the watermark: they do not count. The scan stops at the first such event.
 #}
-{% macro cdc_backfilled_columns(changes, new_columns) %}
+{% macro cdc_has_backfilled_columns(changes, new_columns) %}
     {%- if not execute or not new_columns or cdc_in_unit_test(changes, this) -%}
         {{ return(false) }}
     {%- endif -%}

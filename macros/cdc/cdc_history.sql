@@ -24,7 +24,7 @@
   log so that the model's own query stays small (Spark inlines CTEs: every decision left to SQL
   multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
-  cdc_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
+  cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
   `newest` (SQL expression of the newest `_cdc_loaded_at`). In a dbt unit test, whose fixtures
   cannot be queried here, only the touched keys are recomputed.
 #}
@@ -38,7 +38,7 @@
     {%- endif -%}
     {#- A newly declared column holds values of events already applied: every key. -#}
     {%- set stored = cdc_source_column_names(this, attributes) -%}
-    {%- if cdc_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
+    {%- if cdc_has_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
         {%- do scope.update({'all_keys': true}) -%}
         {{ return(scope) }}
     {%- endif -%}
