@@ -158,7 +158,9 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
     if out == "timestamp_ntz":
         return Encoding(_TIMESTAMP_BY_MODE[spec.time_precision_mode])
     if out == "timestamp":
-        return Encoding("zoned")  # timestamptz is a UTC ISO string in every mode
+        if spec.shape == "jdbc":
+            return Encoding("epoch_millis")  # the JDBC source maps timestamptz to Connect Timestamp
+        return Encoding("zoned")  # Debezium: timestamptz is a UTC ISO string in every mode
     if name == "time":
         return Encoding(_TIME_BY_MODE[spec.time_precision_mode])
     return TEXT if out == "string" else PLAIN

@@ -40,9 +40,35 @@ DECLARED_TYPES = {
 }
 
 
+# PostgreSQL's own spellings (as `\d` and information_schema show them), spaces removed.
+TYPE_ALIASES = {
+    "charactervarying": "varchar",
+    "character": "text",
+    "char": "text",
+    "bpchar": "text",
+    "int4": "int",
+    "int8": "bigint",
+    "int2": "smallint",
+    "float4": "real",
+    "float8": "double",
+    "doubleprecision": "double",
+    "bool": "boolean",
+    "timestampwithouttimezone": "timestamp",
+    "timestampwithtimezone": "timestamptz",
+}
+
+
 def spark_type(declared: str) -> str:
-    """Spark SQL type for a declared column type (`decimal(p,s)`, `array<...>` kept as is)."""
+    """Spark SQL type for a declared column type (`decimal(p,s)`, `array<...>` kept as is).
+    PostgreSQL's spellings are accepted too: `varchar(40)`, `character varying`, `int8`,
+    `timestamp without time zone`..."""
     t = declared.strip().lower().replace(" ", "")
+    base = t.split("(")[0]
+    if base in ("varchar", "charactervarying", "character", "char", "bpchar") and (
+        "(" not in t or t.endswith(")")
+    ):
+        t = base  # a length limit is the source's check, not a lake type
+    t = TYPE_ALIASES.get(t, t)
     if t.startswith(("decimal", "numeric")):
         inner = t[t.index("(") :] if "(" in t else "(38,18)"
         return f"decimal{inner}"

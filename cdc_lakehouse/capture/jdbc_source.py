@@ -4,7 +4,9 @@
 Each poll selects the rows whose (timestamp column, incrementing column) moved past the stored
 offset, in that order, writes them as landing files (same layout and rotation as the Debezium
 capture) and stores the new offset. Deletes are invisible to this kind of capture, and a row
-changed twice between polls lands once: that is the shape's contract, not a bug.
+changed twice between polls lands once: that is the shape's contract, not a bug. With
+`columns=None` each poll selects every column the table has then, as the connector's table mode
+does, so a column added at the source lands from the next poll on.
 
 Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
 columns as epoch milliseconds (Connect `Timestamp`), numbers as JSON numbers, text as strings.
@@ -31,7 +33,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class JdbcSource:
     conninfo: str
     table: str
-    columns: Sequence[str]
+    columns: Sequence[str] | None  # None: every column the table has at each poll (`select *`)
     order_by: Sequence[str]  # (timestamp column, incrementing column)
     topic: str
     out: Path
@@ -42,7 +44,7 @@ class JdbcSource:
         """One poll: land every row past the offset; returns the number of rows landed."""
         offset = self._load_offset()
         ts_col, inc_col = self.order_by
-        cols = ", ".join(self.columns)
+        cols = "*" if self.columns is None else ", ".join(self.columns)
         sql = f"select {cols} from {self.table}"
         params: tuple[Any, ...] = ()
         if offset is not None:
@@ -50,12 +52,14 @@ class JdbcSource:
             params = (offset[0], offset[0], offset[1])
         sql += f" order by {ts_col}, {inc_col}"
         with psycopg.connect(self.conninfo) as conn:
-            rows = conn.execute(sql, params).fetchall()
+            cursor = conn.execute(sql, params)
+            names = [d.name for d in cursor.description or ()]
+            rows = cursor.fetchall()
         if not rows:
             return 0
         values = [
             json.dumps(
-                {c: _connect_value(v) for c, v in zip(self.columns, row, strict=True)},
+                {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
                 ensure_ascii=False,
                 separators=(",", ":"),
             )
@@ -63,7 +67,7 @@ class JdbcSource:
         ]
         sink = LandingSink(self.out, flush_size=self.flush_size)
         sink.write_batch([(self.topic, v) for v in values])
-        last = dict(zip(self.columns, rows[-1], strict=True))
+        last = dict(zip(names, rows[-1], strict=True))
         self._store_offset(last[ts_col], last[inc_col])
         return len(values)
 

@@ -636,9 +636,9 @@ def test_jdbc_rows_are_upserts_ordered_by_timestamp_then_id(
 ) -> None:
     base_ms = 1709212455123
     rows_in = [
-        {"id": 2, "name": "b", "updated_at": base_ms, "price": "12.50"},
-        {"id": 1, "name": "a2", "updated_at": base_ms + 877, "price": "1.00"},
-        {"id": 1, "name": "a", "updated_at": base_ms, "price": "0.99"},
+        {"id": 2, "name": "b", "updated_at": base_ms, "price": "12.50", "seen": base_ms + 2},
+        {"id": 1, "name": "a2", "updated_at": base_ms + 877, "price": "1.00", "seen": base_ms + 3},
+        {"id": 1, "name": "a", "updated_at": base_ms, "price": "0.99", "seen": base_ms + 1},
     ]
     schema = {
         "type": "struct",
@@ -658,7 +658,14 @@ def test_jdbc_rows_are_upserts_ordered_by_timestamp_then_id(
         topic="jdbc.suppliers",
         shape="jdbc",
         key=("id",),
-        columns={"id": "int", "name": "text", "updated_at": "timestamp", "price": "decimal(10,2)"},
+        # PostgreSQL's spellings, as a user copies them from psql `\d`
+        columns={
+            "id": "integer",
+            "name": "character varying(40)",
+            "updated_at": "timestamp without time zone",
+            "price": "decimal(10,2)",
+            "seen": "timestamp with time zone",
+        },
         order_by=("updated_at", "id"),
         decimal_handling_mode="string",
         time_precision_mode="connect",
@@ -681,6 +688,9 @@ def test_jdbc_rows_are_upserts_ordered_by_timestamp_then_id(
     assert rows[0].updated_at == datetime(2024, 2, 29, 13, 14, 15, 123000)
     assert {r._cdc_tx_id for r in rows} == {None}
     assert all(r._cdc_reject_reason is None for r in rows)
+    # timestamptz is a Connect Timestamp too (epoch milliseconds), not Debezium's ISO string
+    seen = df.selectExpr("_cdc_seq", "unix_millis(seen) as ms").orderBy("_cdc_seq").collect()
+    assert [r.ms for r in seen] == [base_ms + 1, base_ms + 2, base_ms + 3, None]
 
 
 def test_a_column_added_at_the_source_flows_through(spark: SparkSession, tmp_path: Path) -> None:
