@@ -77,6 +77,10 @@ def engine_properties(
         "decimal.handling.mode": config.decimal_handling_mode,
         "time.precision.mode": config.time_precision_mode,
         "converter.schemas.enable": str(config.schemas_enable).lower(),
+        # JsonConverter writes a column's DEFAULT in place of a NULL the row really holds
+        # (KAFKA-8713); KIP-581's switch keeps the NULL. Kafka Connect users set
+        # `value.converter.replace.null.with.default=false` (README, "Schema changes").
+        "converter.replace.null.with.default": "false",
     }
     if config.shape == "flattened":
         props.update(
@@ -85,6 +89,9 @@ def engine_properties(
                 "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
                 "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",
                 "transforms.unwrap.add.fields": "op,table,lsn,source.ts_ms",
+                # The SMT rebuilds the row and, by default, puts the DEFAULT in a NULL's place
+                # too (same switch as the converter's above).
+                "transforms.unwrap.replace.null.with.default": "false",
             }
         )
     return props
