@@ -73,7 +73,12 @@
       {%- do widen_column_types(tmp_relation, existing_relation) -%}
     {%- endif -%}
     {%- call statement('main') -%}
-      {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
+      {#-- sparksession: append fills the table's columns the batch lacks with NULL --#}
+      {%- if strategy == 'append' -%}
+        {{ sparksession_insert_into_sql(tmp_relation, target_relation) }}
+      {%- else -%}
+        {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
+      {%- endif -%}
     {%- endcall -%}
     {%- endif -%}
     {%- if language == 'python' -%}
@@ -101,3 +106,25 @@
   {{ return({'relations': [target_relation]}) }}
 
 {%- endmaterialization %}
+
+
+{#
+  dbt-spark's append (`get_insert_into_sql`) selects every column of the table from the batch, so
+  a batch without one of them fails with UNRESOLVED_COLUMN (dbt-labs/dbt-spark#124): a column
+  dropped or renamed at the source is missing from every batch decoded after the change, while
+  `append_new_columns` keeps it in the table. Such columns read NULL in the batch's rows, as
+  dbt-databricks does (databricks/dbt-databricks#604).
+#}
+{% macro sparksession_insert_into_sql(source_relation, target_relation) %}
+  {%- set present = adapter.get_columns_in_relation(source_relation) | map(attribute='name') | map('lower') | list -%}
+  insert into table {{ target_relation }}
+  select
+  {%- for column in adapter.get_columns_in_relation(target_relation) %}
+    {% if column.name | lower in present -%}
+      {{ column.quoted }}
+    {%- else -%}
+      cast(null as {{ column.data_type }}) as {{ column.quoted }}
+    {%- endif %}{{ "," if not loop.last }}
+  {%- endfor %}
+  from {{ source_relation }}
+{% endmacro %}
