@@ -45,12 +45,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "oracle_seed" in metafunc.fixturenames:
-        count = metafunc.config.getoption("--oracle-seeds") or int(
-            os.environ.get("CDC_ORACLE_SEEDS", DEFAULT_ORACLE_SEEDS)
-        )
-        seeds = [FIRST_ORACLE_SEED + i for i in range(count)]
-        metafunc.parametrize("oracle_seed", seeds, ids=[f"seed{s}" for s in seeds])
+    count = metafunc.config.getoption("--oracle-seeds") or int(
+        os.environ.get("CDC_ORACLE_SEEDS", DEFAULT_ORACLE_SEEDS)
+    )
+    # The DDL oracle (test_oracle_ddl.py) runs a third as many: 1 in CI, 17 in the slow mode.
+    for fixture, seeds_count in (("oracle_seed", count), ("ddl_oracle_seed", -(-count // 3))):
+        if fixture in metafunc.fixturenames:
+            seeds = [FIRST_ORACLE_SEED + i for i in range(seeds_count)]
+            metafunc.parametrize(fixture, seeds, ids=[f"seed{s}" for s in seeds])
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -172,12 +172,14 @@ def summarize(report: Path) -> str:
     histories: dict[int, dict[str, Any]] = {}
     for entry in entries:
         histories[entry["seed"]] = entry  # the last comparison of each seed holds its totals
-    plain = [e for e in histories.values() if not e["faults"]]
+    ddl = [e for e in histories.values() if "ddl" in e]
+    plain = [e for e in histories.values() if not e["faults"] and "ddl" not in e]
     faulted = [e for e in histories.values() if e["faults"]]
     comparisons = len(entries)
     return (
-        f"seeds: {len(plain)} oracle + {len(faulted)} fault histories; "
-        f"comparisons (phase ends): {comparisons}; "
+        f"seeds: {len(plain)} oracle + {len(ddl)} DDL + {len(faulted)} fault histories; "
+        f"DDL statements applied: {sum(e['ddl'] for e in ddl)}; "
+        f"comparisons (builds): {comparisons}; "
         f"events landed: {sum(e['events_landed'] for e in histories.values())}; "
         f"faults injected: {sum(len(e['faults']) for e in faulted)}; "
         f"rows compared: {sum(e['rows'] for e in histories.values())} "
