@@ -92,6 +92,11 @@ def comparable(value: str) -> Any:
     for part in (payload, payload.get("source") or {}):
         for key in VOLATILE & set(part):
             del part[key]
+    source = payload.get("source") or {}
+    if "snapshot" in source and source["snapshot"] is None:
+        # The samples were taken with the converter's replace.null.with.default on: a streamed
+        # event's null `snapshot` was written as its schema default (engine.py, KAFKA-8713).
+        source["snapshot"] = "false"
     for row in (payload, payload.get("before"), payload.get("after")):
         if isinstance(row, dict) and row.get("uid") and row.get("id") != 1:
             row["uid"] = "<random>"
