@@ -6,6 +6,7 @@ dbt_project.yml, `cdc_table` set per model in yml) and drives the decoding of la
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,11 +64,9 @@ def spark_type(declared: str) -> str:
     PostgreSQL's spellings are accepted too: `varchar(40)`, `character varying`, `int8`,
     `timestamp without time zone`..."""
     t = declared.strip().lower().replace(" ", "")
-    base = t.split("(")[0]
-    if base in ("varchar", "charactervarying", "character", "char", "bpchar") and (
-        "(" not in t or t.endswith(")")
-    ):
-        t = base  # a length limit is the source's check, not a lake type
+    if not t.startswith(("decimal", "numeric")):
+        # a length or precision limit (varchar(40), timestamp(3)) is the source's check
+        t = re.sub(r"\(\d+\)", "", t)
     t = TYPE_ALIASES.get(t, t)
     if t.startswith(("decimal", "numeric")):
         inner = t[t.index("(") :] if "(" in t else "(38,18)"
