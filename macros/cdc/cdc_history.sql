@@ -25,15 +25,15 @@
   multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
-  `newest` (SQL expression of the newest `_cdc_loaded_at`). In a dbt unit test, whose fixtures
-  cannot be queried here, only the touched keys are recomputed.
+  `newest` (SQL expression of the newest `_cdc_loaded_at`). A dbt unit test, whose fixtures
+  cannot be queried here, overrides it.
 #}
 {% macro cdc_history_scope(changes, keys, attributes) %}
     {%- set scope = {
         'empty': false, 'all_keys': false, 'linked_keys': false,
         'newest': '(select max(_cdc_loaded_at) from ' ~ changes ~ ')',
     } -%}
-    {%- if not execute or cdc_in_unit_test(changes, this) -%}
+    {%- if not execute -%}
         {{ return(scope) }}
     {%- endif -%}
     {#- A newly declared column holds values of events already applied: every key. -#}
@@ -54,13 +54,7 @@
         key_change_keys as (
             select {{ key_list }}
             from {{ changes }}
-            where _cdc_op in ('c', 'd') and _cdc_seq in (
-                select _cdc_seq
-                from {{ changes }}
-                where _cdc_op in ('c', 'd')
-                group by _cdc_seq
-                having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
-            )
+            where _cdc_op in ('c', 'd') and _cdc_seq in ({{ cdc_key_change_sequences(changes) }})
         )
 
         select
@@ -83,36 +77,17 @@
 {% endmacro %}
 
 
-{#- True when the change log holds a primary-key change (a create and a delete at one sequence);
-    false in a dbt unit test, whose fixtures cannot be queried here. -#}
+{#- True when the change log holds a primary-key change (a create and a delete at one sequence).
+    A dbt unit test, whose fixtures cannot be queried here, overrides it. -#}
 {% macro cdc_has_key_changes(changes) %}
     {%- if not execute -%}
         {{ return(true) }}
     {%- endif -%}
-    {%- if cdc_in_unit_test(changes, this) -%}
-        {{ return(false) }}
-    {%- endif -%}
     {%- set query -%}
         select count(*)
-        from (
-            select _cdc_seq
-            from {{ changes }}
-            where _cdc_op in ('c', 'd')
-            group by _cdc_seq
-            having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
-        ) as key_change_seqs
+        from ({{ cdc_key_change_sequences(changes) }}) as key_change_seqs
     {%- endset -%}
     {{ return(run_query(query).rows[0][0] > 0) }}
-{% endmacro %}
-
-
-{#- Columns a history model adds after the source columns, in order. -#}
-{% macro cdc_history_columns() %}
-    {{ return([
-        'valid_from', 'valid_to', 'is_current', '_cdc_is_deleted', '_cdc_op',
-        '_cdc_valid_from_seq', '_cdc_valid_to_seq', '_cdc_source_ts', '_cdc_tx_id',
-        '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at',
-    ]) }}
 {% endmacro %}
 
 
@@ -132,12 +107,8 @@
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
 {%- set key_changes = cdc_has_key_changes(changes) -%}
-{#- Versions of a key in true order; a truncate sorts after an event of the same sequence. -#}
-{%- set by_key = "partition by " ~ key_list ~ " order by _cdc_seq, _cdc_op = 't'" -%}
-{%- set node_keys = [] -%}
-{%- for column in keys -%}
-    {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
-{%- endfor %}
+{#- Versions of a key in true order (cdc_event_order). -#}
+{%- set by_key = cdc_by_key(keys) %}
 
 {%- set scope = cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
 {%- if scope is not none and scope.empty %}
@@ -170,13 +141,7 @@ affected_keys as (
     union
     select {{ key_list }}
     from changes
-    left semi join (
-        select _cdc_seq
-        from changes
-        where _cdc_op in ('c', 'd')
-        group by _cdc_seq
-        having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
-    ) as key_change_seqs using (_cdc_seq)
+    left semi join ({{ cdc_key_change_sequences('changes') }}) as key_change_seqs using (_cdc_seq)
     where _cdc_op in ('c', 'd')
     {%- endif %}
 ),
@@ -196,7 +161,12 @@ scoped_changes as (
 ),
 {%- endif %}
 
-{#- Redelivered copies of an event (same key, same sequence) collapse to the first delivered. -#}
+scoped_events as (
+    select * from scoped_changes
+    where _cdc_op != 't'
+),
+
+{#- Redelivered copies of an event collapse to the first delivered. -#}
 events as (
     select
         {%- for column in keys + attributes %}
@@ -204,46 +174,15 @@ events as (
         {%- endfor %}
         _cdc_op,
         _cdc_seq,
-        _cdc_source_ts,
-        _cdc_tx_id,
-        split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable,
-        _cdc_file,
-        _cdc_line,
-        _cdc_offset,
-        _cdc_loaded_at
+        {{ cdc_event_origin_columns() | join(', ') }},
+        split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable
     from (
-        select
-            *,
-            row_number() over (
-                partition by {{ key_list }}, _cdc_seq
-                order by coalesce(_cdc_offset, -1), _cdc_file, _cdc_line
-            ) as _cdc_copy
-        from scoped_changes
-        where _cdc_op != 't'
-    ) as copies
-    where _cdc_copy = 1
+        {{ cdc_first_copies('scoped_events', keys) }}
+    ) as first_copies
 ),
 
 truncates as (
-    select
-        _cdc_seq,
-        _cdc_source_ts,
-        _cdc_tx_id,
-        _cdc_file,
-        _cdc_line,
-        _cdc_offset,
-        _cdc_loaded_at
-    from (
-        select
-            *,
-            row_number() over (
-                partition by _cdc_seq
-                order by coalesce(_cdc_offset, -1), _cdc_file, _cdc_line
-            ) as _cdc_copy
-        from scoped_changes
-        where _cdc_op = 't'
-    ) as copies
-    where _cdc_copy = 1
+    {{ cdc_truncates('scoped_changes') }}
 ),
 
 key_starts as (
@@ -267,138 +206,33 @@ timeline as (
         {%- endfor %}
         't' as _cdc_op,
         truncates._cdc_seq,
-        truncates._cdc_source_ts,
-        truncates._cdc_tx_id,
-        cast(array() as array<string>) as _cdc_unavailable,
-        truncates._cdc_file,
-        truncates._cdc_line,
-        truncates._cdc_offset,
-        truncates._cdc_loaded_at
+        {%- for column in cdc_event_origin_columns() %}
+        truncates.{{ column }},
+        {%- endfor %}
+        cast(array() as array<string>) as _cdc_unavailable
     from key_starts
     inner join truncates on key_starts._cdc_first_seq < truncates._cdc_seq
 ),
 
-{#- A delete or a truncate starts a new generation of the key: values never carry across it.
-    Commit times only grow along a key's events (row locks); the running maximum keeps the
+{#- Commit times only grow along a key's events (row locks); the running maximum keeps the
     intervals ordered even if a source clock went back. -#}
-sequenced as (
+dated as (
     select
         *,
-        coalesce(
-            sum(case when _cdc_op in ('d', 't') then 1 else 0 end) over (
-                {{ by_key }} rows between unbounded preceding and 1 preceding
-            ),
-            0
-        ) as _cdc_generation,
-        lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op,
         max(_cdc_source_ts) over ({{ by_key }} rows between unbounded preceding and current row)
             as _cdc_valid_from
     from timeline
 ),
 
-{#- Latest value sent for each column in the key's generation, skipping unchanged-TOAST
-    placeholders and closing events. -#}
+{#- Each event's key generation (a delete or a truncate starts a new one) and the latest value
+    sent for each column in it, skipping unchanged-TOAST placeholders and closing events. -#}
 carried as (
-    select
-        *
-        {%- for column in attributes %},
-        last(
-            case
-                when _cdc_op not in ('d', 't') and not array_contains(_cdc_unavailable, '{{ column }}')
-                    then named_struct('g', _cdc_generation, 'v', {{ q(column) }})
-            end,
-            true
-        ) over ({{ by_key }} rows between unbounded preceding and current row)
-            as {{ q('_cdc_carried__' ~ column) }}
-        {%- endfor %}
-    from sequenced
+    {{ cdc_carried_events('dated', keys, attributes) }}
 ),
 
 {%- if key_changes %}
 
-{#- A generation started by a primary-key change finds a value never sent in it under the old
-    key, as it was at the delete, or further up a chain of key changes (up to 64). -#}
-donors as (
-    select
-        _cdc_seq as _cdc_donor_seq,
-        {%- for column in keys %}
-        {{ q(column) }} as {{ q('_cdc_donor__' ~ column) }},
-        {%- endfor %}
-        _cdc_generation as _cdc_donor_generation
-        {%- for column in attributes %},
-        case
-            when {{ q('_cdc_carried__' ~ column) }}.g = _cdc_generation
-                then named_struct('v', {{ q('_cdc_carried__' ~ column) }}.v)
-        end as {{ q('_cdc_found__' ~ column) }}
-        {%- endfor %}
-    from (
-        select
-            *,
-            count(*) over (partition by _cdc_seq) as _cdc_deletes_at_seq
-        from carried
-        where _cdc_op = 'd'
-    ) as deletes
-    where _cdc_deletes_at_seq = 1
-),
-
-key_change_links as (
-    select
-        to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'starts') }}), 'g', starts._cdc_generation)) as _cdc_node,
-        to_json(named_struct('k', named_struct(
-            {%- for column in keys -%}
-            '{{ column }}', donors.{{ q('_cdc_donor__' ~ column) }}{{ ", " if not loop.last }}
-            {%- endfor -%}
-        ), 'g', donors._cdc_donor_generation)) as _cdc_parent,
-        named_struct(
-            {%- for column in attributes %}
-            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
-            {%- endfor %}
-        ) as _cdc_found
-    from carried as starts
-    inner join donors
-        on
-            starts._cdc_seq = donors._cdc_donor_seq
-            and not (
-                {%- for column in keys %}
-                starts.{{ q(column) }} <=> donors.{{ q('_cdc_donor__' ~ column) }}
-                {{- " and" if not loop.last }}
-                {%- endfor %}
-            )
-    where
-        starts._cdc_op = 'c'
-        and coalesce(starts._cdc_previous_op in ('d', 't'), true)
-),
-
-key_change_map as (
-    select
-        map_from_entries(
-            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
-        ) as _cdc_links
-    from key_change_links
-),
-
-key_changes as (
-    select
-        _cdc_node,
-        aggregate(
-            sequence(1, 64),
-            named_struct('parent', _cdc_parent, 'found', _cdc_found),
-            (acc, i) -> case
-                when acc.parent is null or not map_contains_key(_cdc_links, acc.parent)
-                    then named_struct('parent', cast(null as string), 'found', acc.found)
-                else named_struct(
-                    'parent', _cdc_links[acc.parent].parent,
-                    'found', named_struct(
-                        {%- for column in attributes %}
-                        '{{ column }}', coalesce(acc.found.{{ q(column) }}, _cdc_links[acc.parent].found.{{ q(column) }}){{ "," if not loop.last }}
-                        {%- endfor %}
-                    )
-                )
-            end
-        ).found as _cdc_found
-    from key_change_links
-    cross join key_change_map
-),
+{{ cdc_key_change_ctes('carried', keys, attributes) }}
 {%- endif %}
 
 {#- Every event with its full row image; closing events carry the last values of the key. -#}
@@ -408,29 +242,19 @@ resolved as (
         carried.{{ q(column) }},
         {%- endfor %}
         {%- for column in attributes %}
-        case
-            when carried.{{ q('_cdc_carried__' ~ column) }}.g = carried._cdc_generation
-                then carried.{{ q('_cdc_carried__' ~ column) }}.v
-            {%- if key_changes %}
-            when links._cdc_found.{{ q(column) }} is not null
-                then links._cdc_found.{{ q(column) }}.v
-            {%- endif %}
-        end as {{ q(column) }},
+        {{ cdc_resolved_value('carried', column, links='links' if key_changes else none) }} as {{ q(column) }},
         {%- endfor %}
         carried._cdc_op,
         carried._cdc_seq,
-        carried._cdc_source_ts,
-        carried._cdc_tx_id,
-        carried._cdc_file,
-        carried._cdc_line,
-        carried._cdc_offset,
-        carried._cdc_loaded_at,
+        {%- for column in cdc_event_origin_columns() %}
+        carried.{{ column }},
+        {%- endfor %}
         carried._cdc_previous_op,
         carried._cdc_valid_from
     from carried
     {%- if key_changes %}
     left join key_changes as links
-        on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'carried') }}), 'g', carried._cdc_generation))
+        on links._cdc_node = {{ cdc_key_node('carried', keys) }}
     {%- endif %}
 ),
 
@@ -481,12 +305,7 @@ versions as (
         _cdc_op,
         _cdc_seq as _cdc_valid_from_seq,
         _cdc_next_seq as _cdc_valid_to_seq,
-        _cdc_source_ts,
-        _cdc_tx_id,
-        _cdc_file,
-        _cdc_line,
-        _cdc_offset,
-        _cdc_loaded_at
+        {{ cdc_event_origin_columns() | join(', ') }}
     from intervals
     {%- if delete_mode != 'soft' %}
     where _cdc_op not in ('d', 't')
@@ -566,13 +385,33 @@ select * from final
 
 {#- The `cdc_history_ignore_columns` config of the history model behind `relation` (for tests). -#}
 {% macro cdc_history_ignore_columns_of(relation) %}
+    {%- set node = cdc_model_node_of(relation) -%}
+    {%- set ignored = (node.config.get('cdc_history_ignore_columns') if node else none) or [] -%}
+    {{ return([ignored] if ignored is string else ignored) }}
+{% endmacro %}
+
+
+{#- The graph node of the model behind `relation` (for tests), or none. -#}
+{% macro cdc_model_node_of(relation) %}
     {%- if execute -%}
         {%- for node in graph.nodes.values() -%}
             {%- if node.resource_type == 'model' and node.alias == relation.identifier and node.schema == relation.schema -%}
-                {%- set ignored = node.config.get('cdc_history_ignore_columns') or [] -%}
-                {{ return([ignored] if ignored is string else ignored) }}
+                {{ return(node) }}
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
-    {{ return([]) }}
+    {{ return(none) }}
+{% endmacro %}
+
+
+{#- The change log a CDC model behind `relation` reads (its one model parent), for tests. -#}
+{% macro cdc_change_log_of(relation) %}
+    {%- set node = cdc_model_node_of(relation) -%}
+    {%- for unique_id in (node.depends_on.nodes if node else []) -%}
+        {%- set parent = graph.nodes.get(unique_id) -%}
+        {%- if parent is not none and parent.resource_type == 'model' -%}
+            {{ return(api.Relation.create(database=parent.database, schema=parent.schema, identifier=parent.alias)) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error(relation ~ ": not a CDC model reading a change log") }}
 {% endmacro %}

@@ -19,10 +19,7 @@
 {%- set q = adapter.quote -%}
 {%- set keys = key_columns | map('trim') | list -%}
 {%- set key_list = cdc_column_list(keys) -%}
-{#- The true event order: the source sequence (LSN), then the landing position. Among exact
-    duplicates (same sequence, replayed delivery) the first delivered copy sorts last and wins. -#}
-{%- set event_order = "_cdc_seq, coalesce(_cdc_offset, -1) desc, _cdc_file desc, _cdc_line desc" -%}
-{%- set by_key = "partition by " ~ key_list ~ " order by " ~ event_order -%}
+{%- set by_key = cdc_by_key(keys) -%}
 {%- set target_only = target_attribute_columns | reject('in', attribute_columns) | reject('in', keys) | list -%}
 
 with
@@ -78,16 +75,7 @@ key_tombstones as (
 {%- endif %}
 
 truncates as (
-    select
-        _cdc_seq,
-        _cdc_source_ts,
-        _cdc_tx_id,
-        _cdc_file,
-        _cdc_line,
-        _cdc_offset,
-        _cdc_loaded_at
-    from batch
-    where _cdc_op = 't'
+    {{ cdc_truncates('batch') }}
 ),
 
 truncate_floor as (
@@ -103,7 +91,7 @@ truncate_floor as (
 
 {#- Events that can still change silver: newer than the target row, than a remembered delete
     of the key, and than the latest truncate. -#}
-candidates as (
+candidate_copies as (
     select *
     from batch
     {%- if target is not none %}
@@ -120,9 +108,14 @@ candidates as (
         {%- endif %}
 ),
 
+{#- Redelivered copies of an event collapse to the first delivered. -#}
+candidates as (
+    {{ cdc_first_copies('candidate_copies', keys) }}
+),
+
 {%- if carry %}
 carried as (
-    {{ cdc_carried_events('candidates', attribute_columns, by_key) }}
+    {{ cdc_carried_events('candidates', keys, attribute_columns) }}
 ),
 
 winners as (
@@ -136,18 +129,10 @@ winners as (
     (in the batch, or in silver), or, when the old key itself came from a key change in this
     batch, further up that chain. Only the keys taking part in a key change need this, so it
     reads their events alone (usually none), not the whole batch again. -#}
-key_change_seqs as (
-    select _cdc_seq
-    from candidates
-    where _cdc_op in ('c', 'd')
-    group by _cdc_seq
-    having count_if(_cdc_op = 'd') = 1 and count_if(_cdc_op = 'c') > 0
-),
-
 key_change_keys as (
     select distinct {{ key_list }}
     from candidates
-    left semi join key_change_seqs using (_cdc_seq)
+    left semi join ({{ cdc_key_change_sequences('candidates') }}) as key_change_seqs using (_cdc_seq)
     where _cdc_op in ('c', 'd')
 ),
 
@@ -159,96 +144,10 @@ key_change_candidates as (
 ),
 
 key_change_carried as (
-    {{ cdc_carried_events('key_change_candidates', attribute_columns, by_key) }}
+    {{ cdc_carried_events('key_change_candidates', keys, attribute_columns) }}
 ),
 
-{#- The old key of a key change: the single delete at that sequence. -#}
-donors as (
-    select
-        _cdc_seq as _cdc_donor_seq,
-        {%- for column in keys %}
-        {{ q(column) }} as {{ q('_cdc_donor__' ~ column) }},
-        {%- endfor %}
-        _cdc_generation as _cdc_donor_generation
-        {%- for column in attribute_columns %},
-        case
-            when {{ q('_cdc_carried__' ~ column) }}.g = _cdc_generation
-                then named_struct('v', {{ q('_cdc_carried__' ~ column) }}.v)
-            {%- if target is not none and column in target_attribute_columns %}
-            when _cdc_generation = 0 and _cdc_target_seq is not null and not _cdc_target_is_deleted
-                then named_struct('v', {{ q('_cdc_target__' ~ column) }})
-            {%- endif %}
-        end as {{ q('_cdc_found__' ~ column) }}
-        {%- endfor %}
-    from key_change_carried
-    left semi join key_change_seqs using (_cdc_seq)
-    where _cdc_op = 'd'
-),
-
-{#- One link per key generation started by a key change: what the old key holds (`_cdc_found`,
-    one struct per column, null when not known there) and the old key's generation. -#}
-{%- set node_keys = [] -%}
-{%- for column in keys -%}
-    {%- do node_keys.append("'" ~ column ~ "', {alias}." ~ q(column)) -%}
-{%- endfor %}
-key_change_links as (
-    select
-        to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'starts') }}), 'g', starts._cdc_generation)) as _cdc_node,
-        to_json(named_struct('k', named_struct(
-            {%- for column in keys -%}
-            '{{ column }}', donors.{{ q('_cdc_donor__' ~ column) }}{{ ", " if not loop.last }}
-            {%- endfor -%}
-        ), 'g', donors._cdc_donor_generation)) as _cdc_parent,
-        named_struct(
-            {%- for column in attribute_columns %}
-            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
-            {%- endfor %}
-        ) as _cdc_found
-    from key_change_carried as starts
-    inner join donors
-        on
-            starts._cdc_seq = donors._cdc_donor_seq
-            and not (
-                {%- for column in keys %}
-                starts.{{ q(column) }} <=> donors.{{ q('_cdc_donor__' ~ column) }}
-                {{- " and" if not loop.last }}
-                {%- endfor %}
-            )
-    where starts._cdc_op = 'c' and starts._cdc_is_generation_start
-),
-
-key_change_map as (
-    select
-        map_from_entries(
-            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
-        ) as _cdc_links
-    from key_change_links
-),
-
-{#- Follow each chain of key changes (up to 64 in one batch) to the first old key that holds a
-    value, column by column. -#}
-key_changes as (
-    select
-        _cdc_node,
-        aggregate(
-            sequence(1, 64),
-            named_struct('parent', _cdc_parent, 'found', _cdc_found),
-            (acc, i) -> case
-                when acc.parent is null or not map_contains_key(_cdc_links, acc.parent)
-                    then named_struct('parent', cast(null as string), 'found', acc.found)
-                else named_struct(
-                    'parent', _cdc_links[acc.parent].parent,
-                    'found', named_struct(
-                        {%- for column in attribute_columns %}
-                        '{{ column }}', coalesce(acc.found.{{ q(column) }}, _cdc_links[acc.parent].found.{{ q(column) }}){{ "," if not loop.last }}
-                        {%- endfor %}
-                    )
-                )
-            end
-        ).found as _cdc_found
-    from key_change_links
-    cross join key_change_map
-),
+{{ cdc_key_change_ctes('key_change_carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
 
 {#- Broadcast: key changes are few, and the winners are then not shuffled again. -#}
 resolved as (
@@ -257,24 +156,12 @@ resolved as (
         winners.{{ q(column) }},
         {%- endfor %}
         {%- for column in attribute_columns %}
-        case
-            when winners.{{ q('_cdc_carried__' ~ column) }}.g = winners._cdc_generation
-                then winners.{{ q('_cdc_carried__' ~ column) }}.v
-            {%- if target is not none and column in target_attribute_columns %}
-            when
-                winners._cdc_generation = 0
-                and winners._cdc_target_seq is not null
-                and not winners._cdc_target_is_deleted
-                then winners.{{ q('_cdc_target__' ~ column) }}
-            {%- endif %}
-            when links._cdc_found.{{ q(column) }} is not null
-                then links._cdc_found.{{ q(column) }}.v
-        end as {{ q(column) }},
+        {{ cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns) }} as {{ q(column) }},
         {%- endfor %}
         {{- cdc_winner_columns(target_only, target is not none) }}
     from winners
     left join key_changes as links
-        on links._cdc_node = to_json(named_struct('k', named_struct({{ node_keys | join(', ') | replace('{alias}', 'winners') }}), 'g', winners._cdc_generation))
+        on links._cdc_node = {{ cdc_key_node('winners', keys) }}
 ),
 
 {%- else %}
@@ -368,42 +255,6 @@ final as (
 
 select * from final
 {%- endmacro %}
-
-
-{#
-  Select over `source` (candidate events with `_cdc_unavailable`) adding, per event: its key
-  generation (`_cdc_generation`, a delete starts a new one: values never carry across it),
-  `_cdc_is_last`, `_cdc_is_generation_start`, and for each attribute column the latest value
-  sent in the key's generation up to this event (`_cdc_carried__<column>`, a struct of the
-  generation and the value), skipping unchanged-TOAST placeholders and delete images.
-#}
-{% macro cdc_carried_events(source, attribute_columns, by_key) %}
-    select
-        *
-        {%- for column in attribute_columns %},
-        last(
-            case
-                when _cdc_op != 'd' and not array_contains(_cdc_unavailable, '{{ column }}')
-                    then named_struct('g', _cdc_generation, 'v', {{ adapter.quote(column) }})
-            end,
-            true
-        ) over ({{ by_key }} rows between unbounded preceding and current row)
-            as {{ adapter.quote('_cdc_carried__' ~ column) }}
-        {%- endfor %}
-    from (
-        select
-            *,
-            coalesce(
-                sum(case when _cdc_op = 'd' then 1 else 0 end) over (
-                    {{ by_key }} rows between unbounded preceding and 1 preceding
-                ),
-                0
-            ) as _cdc_generation,
-            lead(1) over ({{ by_key }}) is null as _cdc_is_last,
-            coalesce(lag(_cdc_op) over ({{ by_key }}) = 'd', true) as _cdc_is_generation_start
-        from {{ source }}
-    ) as sequenced
-{% endmacro %}
 
 
 {#- The columns of a resolved row after its attribute values, taken from the winning event

@@ -1,0 +1,252 @@
+{#
+  The resolution engine shared by current state (cdc_resolve_batch) and history (cdc_history):
+  event order, collapse of redelivered copies, key generations, the carry of unchanged-TOAST
+  values, and primary-key-change chains. The two differ only in what they write: silver the last
+  resolved row of each key, history every version.
+#}
+
+{#- The true order of a key's events: the source sequence (LSN), a truncate after an event of
+    the same sequence, then the landing position (the first delivered copy first). -#}
+{% macro cdc_event_order() %}
+    {{- return("_cdc_seq, _cdc_op = 't', coalesce(_cdc_offset, -1), _cdc_file, _cdc_line") -}}
+{% endmacro %}
+
+
+{% macro cdc_by_key(keys) %}
+    {{- return("partition by " ~ cdc_column_list(keys) ~ " order by " ~ cdc_event_order()) -}}
+{% endmacro %}
+
+
+{#- Select over `source` (change events, no truncates) keeping the first delivered copy of each
+    event: copies (at-least-once redelivery, a file written again) share the key and sequence.
+    The window is the one the later steps use, so Spark sorts the batch once. -#}
+{% macro cdc_first_copies(source, keys) %}
+    select *
+    from (
+        select
+            *,
+            lag(_cdc_seq) over ({{ cdc_by_key(keys) }}) as _cdc_previous_seq
+        from {{ source }}
+    ) as copies
+    where _cdc_previous_seq is null or _cdc_previous_seq != _cdc_seq
+{%- endmacro %}
+
+
+{#
+  Select over `source` (one copy of each event, `_cdc_unavailable` an array of the columns an
+  event left out as unchanged-TOAST placeholders) adding, per event: its key generation
+  (`_cdc_generation`: a delete or a truncate closes one, values never carry across it),
+  `_cdc_previous_op`, `_cdc_is_generation_start`, `_cdc_is_last`, and for each attribute column the
+  latest value sent in the key's generation up to this event (`_cdc_carried__<column>`, a struct
+  of the generation and the value), skipping placeholders and closing events.
+#}
+{% macro cdc_carried_events(source, keys, attribute_columns) %}
+    {%- set by_key = cdc_by_key(keys) -%}
+    select
+        *
+        {%- for column in attribute_columns %},
+        last(
+            case
+                when _cdc_op not in ('d', 't') and not array_contains(_cdc_unavailable, '{{ column }}')
+                    then named_struct('g', _cdc_generation, 'v', {{ adapter.quote(column) }})
+            end,
+            true
+        ) over ({{ by_key }} rows between unbounded preceding and current row)
+            as {{ adapter.quote('_cdc_carried__' ~ column) }}
+        {%- endfor %}
+    from (
+        select
+            *,
+            coalesce(
+                sum(case when _cdc_op in ('d', 't') then 1 else 0 end) over (
+                    {{ by_key }} rows between unbounded preceding and 1 preceding
+                ),
+                0
+            ) as _cdc_generation,
+            lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op,
+            coalesce(lag(_cdc_op) over ({{ by_key }}) in ('d', 't'), true) as _cdc_is_generation_start,
+            lead(1) over ({{ by_key }}) is null as _cdc_is_last
+        from {{ source }}
+    ) as sequenced
+{% endmacro %}
+
+
+{#- The sequences of `changes` (raw: copies possible) that hold a primary-key change: a delete of
+    the old key and a create of the new key at one sequence. -#}
+{% macro cdc_key_change_sequences(changes) %}
+    select _cdc_seq
+    from {{ changes }}
+    where _cdc_op in ('c', 'd')
+    group by _cdc_seq
+    having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+{%- endmacro %}
+
+
+{#- Where a column's value comes from, in order: a (condition, value) list over the carried event
+    alias `e`. The value sent in the key's generation; with a silver `target`, for generation 0,
+    silver's row (a value the batch never sent). -#}
+{% macro cdc_value_sources(e, column, from_target) %}
+    {%- set q = adapter.quote -%}
+    {%- set sources = [(
+        e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".g = " ~ e ~ "._cdc_generation",
+        e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".v",
+    )] -%}
+    {%- if from_target -%}
+        {%- do sources.append((
+            e ~ "._cdc_generation = 0 and " ~ e ~ "._cdc_target_seq is not null and not " ~ e ~ "._cdc_target_is_deleted",
+            e ~ "." ~ q('_cdc_target__' ~ column),
+        )) -%}
+    {%- endif -%}
+    {{ return(sources) }}
+{% endmacro %}
+
+
+{#- A key generation as one string, the node of a key-change chain. -#}
+{% macro cdc_key_node(alias, keys, key_aliases=none) %}
+    {%- set fields = [] -%}
+    {%- for column in keys -%}
+        {%- set source = key_aliases[loop.index0] if key_aliases else adapter.quote(column) -%}
+        {%- do fields.append("'" ~ column ~ "', " ~ alias ~ "." ~ source) -%}
+    {%- endfor -%}
+    {{- return("to_json(named_struct('k', named_struct(" ~ fields | join(', ') ~ "), 'g', " ~ alias ~ "." ~ ("_cdc_donor_generation" if key_aliases else "_cdc_generation") ~ "))") -}}
+{% endmacro %}
+
+
+{#
+  CTEs (each followed by a comma) resolving primary-key changes over `events` (the carried
+  events of cdc_carried_events, one copy each): a key change is a delete of the old key and a
+  create of the new key at one sequence; the new key's generation finds a value it was never
+  sent under the old key, as it was at the delete, or further up a chain of key changes (up to
+  64 in one run). `from_target`: the old key's value may also be silver's row. Ends with
+  `key_changes` (`_cdc_node`, `_cdc_found`: a struct per column, null when not found), joined
+  by cdc_resolved_value.
+#}
+{% macro cdc_key_change_ctes(events, keys, attribute_columns, target_columns=[]) %}
+{%- set q = adapter.quote -%}
+{%- set donor_keys = [] -%}
+{%- for column in keys -%}
+    {%- do donor_keys.append(q('_cdc_donor__' ~ column)) -%}
+{%- endfor %}
+{#- The old key of a key change: the only delete at its sequence (PostgreSQL gives every row
+    change its own LSN; copies were collapsed before). -#}
+donors as (
+    select
+        _cdc_seq as _cdc_donor_seq,
+        {%- for column in keys %}
+        {{ q(column) }} as {{ donor_keys[loop.index0] }},
+        {%- endfor %}
+        _cdc_generation as _cdc_donor_generation
+        {%- for column in attribute_columns %},
+        case
+            {%- for condition, value in cdc_value_sources('deletes', column, column in target_columns) %}
+            when {{ condition }} then named_struct('v', {{ value }})
+            {%- endfor %}
+        end as {{ q('_cdc_found__' ~ column) }}
+        {%- endfor %}
+    from (
+        select
+            *,
+            count(*) over (partition by _cdc_seq) as _cdc_deletes_at_seq
+        from {{ events }}
+        where _cdc_op = 'd'
+    ) as deletes
+    where _cdc_deletes_at_seq = 1
+),
+
+{#- One link per key generation started by a key change: what the old key holds and the old
+    key's generation. -#}
+key_change_links as (
+    select
+        {{ cdc_key_node('starts', keys) }} as _cdc_node,
+        {{ cdc_key_node('donors', keys, donor_keys) }} as _cdc_parent,
+        named_struct(
+            {%- for column in attribute_columns %}
+            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
+            {%- endfor %}
+        ) as _cdc_found
+    from {{ events }} as starts
+    inner join donors
+        on
+            starts._cdc_seq = donors._cdc_donor_seq
+            and not (
+                {%- for column in keys %}
+                starts.{{ q(column) }} <=> donors.{{ donor_keys[loop.index0] }}
+                {{- " and" if not loop.last }}
+                {%- endfor %}
+            )
+    where starts._cdc_op = 'c' and starts._cdc_is_generation_start
+),
+
+key_change_map as (
+    select
+        map_from_entries(
+            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
+        ) as _cdc_links
+    from key_change_links
+),
+
+{#- Follow each chain to the first old key that holds a value, column by column. -#}
+key_changes as (
+    select
+        _cdc_node,
+        aggregate(
+            sequence(1, 64),
+            named_struct('parent', _cdc_parent, 'found', _cdc_found),
+            (acc, i) -> case
+                when acc.parent is null or not map_contains_key(_cdc_links, acc.parent)
+                    then named_struct('parent', cast(null as string), 'found', acc.found)
+                else named_struct(
+                    'parent', _cdc_links[acc.parent].parent,
+                    'found', named_struct(
+                        {%- for column in attribute_columns %}
+                        '{{ column }}', coalesce(acc.found.{{ q(column) }}, _cdc_links[acc.parent].found.{{ q(column) }}){{ "," if not loop.last }}
+                        {%- endfor %}
+                    )
+                )
+            end
+        ).found as _cdc_found
+    from key_change_links
+    cross join key_change_map
+),
+{%- endmacro %}
+
+
+{#- A column's resolved value for carried event alias `e`: its own generation's, silver's
+    (`from_target`), then up the key-change chain (`links`, a key_changes alias, or none). -#}
+{% macro cdc_resolved_value(e, column, from_target=false, links='links') %}
+        case
+            {%- for condition, value in cdc_value_sources(e, column, from_target) %}
+            when {{ condition }}
+                then {{ value }}
+            {%- endfor %}
+            {%- if links %}
+            when {{ links }}._cdc_found.{{ adapter.quote(column) }} is not null
+                then {{ links }}._cdc_found.{{ adapter.quote(column) }}.v
+            {%- endif %}
+        end
+{%- endmacro %}
+
+
+{#- Where and when an event was committed and landed: the columns every layer keeps. -#}
+{% macro cdc_event_origin_columns() %}
+    {{ return(['_cdc_source_ts', '_cdc_tx_id', '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at']) }}
+{% endmacro %}
+
+
+{#- The truncates of `source` (a change log), one copy of each. -#}
+{% macro cdc_truncates(source) %}
+    select
+        _cdc_seq,
+        {{ cdc_event_origin_columns() | join(', ') }}
+    from (
+        select
+            *,
+            row_number() over (
+                partition by _cdc_seq
+                order by coalesce(_cdc_offset, -1), _cdc_file, _cdc_line
+            ) as _cdc_copy
+        from {{ source }}
+        where _cdc_op = 't'
+    ) as copies
+    where _cdc_copy = 1
+{%- endmacro %}
