@@ -101,13 +101,26 @@
 {% endmacro %}
 
 
-{#- Predicate true when any source string column of `relation` equals `placeholder`. -#}
+{#- Predicate true when any source column of `relation` holds `placeholder` (an ASCII string)
+    in a form the decoder recognises. -#}
 {% macro cdc_placeholder_predicate(relation, placeholder) %}
     {%- set checks = [] -%}
     {%- if execute -%}
-        {%- for column in adapter.get_columns_in_relation(relation) -%}
-            {%- if column.data_type == 'string' and not column.name.startswith('_cdc_') -%}
-                {%- do checks.append(adapter.quote(column.name) ~ " = '" ~ placeholder ~ "'") -%}
+        {#- Every form the decoder recognises (cdc_lakehouse/decode.py, unavailable_sql): the
+            string, base64 of its bytes (bytea), a text array holding it, the array of its bytes. -#}
+        {%- set literal = "'" ~ placeholder ~ "'" -%}
+        {%- set as_bytes = "to_json(transform(sequence(1, length(" ~ literal ~ ")), i -> ascii(substr(" ~ literal ~ ", i, 1))))" -%}
+        {%- for column in adapter.get_columns_in_relation(relation) if not column.name.startswith('_cdc_') -%}
+            {%- set name = adapter.quote(column.name) -%}
+            {%- set type = column.data_type | lower -%}
+            {%- if type == 'string' -%}
+                {%- do checks.append(name ~ " in (" ~ literal ~ ", base64(cast(" ~ literal ~ " as binary)))") -%}
+            {%- elif type == 'binary' -%}
+                {%- do checks.append(name ~ " = cast(" ~ literal ~ " as binary)") -%}
+            {%- elif type.startswith('array<string') -%}
+                {%- do checks.append("array_contains(" ~ name ~ ", " ~ literal ~ ")") -%}
+            {%- elif type.startswith('array<') -%}
+                {%- do checks.append("to_json(" ~ name ~ ") = " ~ as_bytes) -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}

@@ -29,9 +29,9 @@
     {%- set new_batch = cdc_new_changes(changes, this) -%}
     {%- set backfilled = cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
     {%- if not new_batch.found and not backfilled %}
-    {#- Nothing landed since the last run: an empty batch of silver's shape, marked so that the
-        strategy skips its work (cdc_nothing_new_marker). #}
-    {{ cdc_nothing_new_marker() }}
+    {#- Nothing landed since the last run: an empty batch of silver's shape; the strategy skips
+        its work. #}
+    {%- do cdc_set_batch_kind(this, 'nothing_new') %}
     select
         *,
         cast(null as string) as _cdc_action,
@@ -42,27 +42,21 @@
     {%- elif backfilled or cdc_late_changes_found(changes, new_changes, keys) %}
     {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
         a newly declared column values of events already applied: resolve the whole change log
-        again, as --full-refresh would; cdc_merge replaces. -#}
+        again, as --full-refresh would; the strategy replaces silver with it. -#}
+    {%- do cdc_set_batch_kind(this, 'replace') %}
     {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}
         {{ adapter.quote(column) }},
         {%- endfor %}
-        'replace' as _cdc_action,
+        _cdc_action,
         _cdc_batch_loaded_at
     from (
         {{ resolved }}
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
-    {#- A marker row: the batch is a replacement even when no row survives. #}
-    union all
-    select
-        {%- for column in keys + attributes + cdc_silver_columns() %}
-        null as {{ adapter.quote(column) }},
-        {%- endfor %}
-        'replace_marker' as _cdc_action,
-        (select max(_cdc_loaded_at) from {{ changes }}) as _cdc_batch_loaded_at
     {%- else %}
+    {%- do cdc_set_batch_kind(this, 'changes') %}
     {{ cdc_resolve_batch(
         new_changes, keys, attributes,
         target=this,
@@ -72,6 +66,7 @@
     ) }}
     {%- endif %}
 {%- else %}
+    {%- do cdc_set_batch_kind(this, 'full') %}
     {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=cdc_batch_has_unavailable(changes)) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}
@@ -85,17 +80,34 @@
 {% endmacro %}
 
 
-{#- Marks the compiled code of a batch that holds nothing new, for the cdc_merge strategy. -#}
-{% macro cdc_nothing_new_marker() %}
-    {{- return('-- cdc_lakehouse: nothing new since the watermark') -}}
+{#
+  What this run of a silver model is, decided by the model's compiled SQL and read by the
+  cdc_merge strategy and the post-hook (cdc_finalize_merge) of the same run, through a note in
+  the adapter (set_cdc_batch_kind): `full` (a full build, no strategy: the post-hook writes the
+  tombstones and the watermark), `nothing_new` (nothing landed since the watermark), `changes`
+  (the new events resolved against silver: merge them) or `replace` (a late event or a newly
+  declared column: the whole change log resolved again replaces silver).
+#}
+{% macro cdc_set_batch_kind(relation, kind) %}
+    {%- if execute -%}
+        {%- do adapter.set_cdc_batch_kind(relation, kind) -%}
+    {%- endif -%}
+{% endmacro %}
+
+
+{#- The kind cdc_set_batch_kind noted for `relation` in this run (none if none); `take` removes
+    the note (the post-hook, last to read it). -#}
+{% macro cdc_batch_kind(relation, take=false) %}
+    {{ return(adapter.cdc_batch_kind(relation, take)) }}
 {% endmacro %}
 
 
 {#- What the change log holds after silver's watermark, in one scan: `found` (any row) and
     `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable).
-    Both true when not executing and in dbt unit tests, whose fixtures cannot be queried here. -#}
+    Both true when not executing. A dbt unit test, whose fixtures cannot be queried, overrides it
+    (`overrides: macros: cdc_new_changes: {found: true, unavailable: ...}`). -#}
 {% macro cdc_new_changes(changes, relation) %}
-    {%- if not execute or cdc_in_unit_test(changes, relation) -%}
+    {%- if not execute -%}
         {{ return({'found': true, 'unavailable': true}) }}
     {%- endif -%}
     {%- set query -%}
@@ -110,23 +122,16 @@
 
 {#- True when an event of `changes` (a relation or a parenthesised query) left a column out as
     an unchanged-TOAST placeholder (`_cdc_unavailable_columns`): only such a batch needs
-    cdc_resolve_batch to carry values. The scan stops at the first such event. Always true when
-    not executing and in unit tests (their fixtures cannot be queried here): the carrying
-    resolution is right for every batch. -#}
+    cdc_resolve_batch to carry values. The scan stops at the first such event. True when not
+    executing: the carrying resolution is right for every batch. Unit tests override it. -#}
 {% macro cdc_batch_has_unavailable(changes) %}
-    {%- if not execute or cdc_in_unit_test(changes, this) -%}
+    {%- if not execute -%}
         {{ return(true) }}
     {%- endif -%}
     {%- set query -%}
         select 1 from {{ changes }} as batch where coalesce(_cdc_unavailable_columns, '') != '' limit 1
     {%- endset -%}
     {{ return(run_query(query).rows | length > 0) }}
-{% endmacro %}
-
-
-{#- dbt unit tests render `this` and refs as CTEs named `__dbt__cte__<name>`. -#}
-{% macro cdc_in_unit_test(changes, relation) %}
-    {{ return('__dbt__cte__' in (relation | string) or '__dbt__cte__' in (changes | string)) }}
 {% endmacro %}
 
 
@@ -138,8 +143,8 @@
   silver carried from an even older event, so the table is resolved again from the whole log.
 #}
 {% macro cdc_late_changes_found(changes, new_changes, keys) %}
-    {#- A unit test's fixture rows cannot be queried here, and it has no earlier runs anyway. -#}
-    {%- if not execute or cdc_in_unit_test(changes, this) -%}
+    {#- Unit tests, whose fixtures cannot be queried here, override it. -#}
+    {%- if not execute -%}
         {{ return(false) }}
     {%- endif -%}
     {%- set key_list = cdc_column_list(keys) -%}

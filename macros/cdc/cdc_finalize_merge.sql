@@ -1,34 +1,27 @@
 {#
-  Post-hook of every silver model. After an incremental run (the cdc_merge strategy left its
-  batch view and rows table) it drops them. After a full build it writes what the strategy writes
-  on incremental runs: the tombstones of the whole change log and the watermark. A history model
-  (cdc_history) drops its batch table and writes the watermark after either kind of run.
+  Post-hook of every silver and history model. It drops the batch table an incremental run
+  resolved into (cdc_batch_relation). After a full build of a silver model (cdc_batch_kind
+  `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
+  change log and the watermark. A history model writes the watermark after either kind of run.
 #}
 {% macro cdc_finalize_merge() %}
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
+    {{ cdc_drop_table_if_present(cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
-        {#- The batch table of an incremental run, and the watermark: the newest change loaded,
-            which the run has applied whether it was incremental or a full build. -#}
-        {{ cdc_drop_table_if_present(cdc_history_batch_relation(this)) }}
+        {#- The newest change loaded, which the run has applied whether it was incremental or a
+            full build. -#}
         {% call statement('cdc_set_watermark') %}
             {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_upstream_change_log()) }}
         {% endcall %}
         {{ return('') }}
     {%- endif -%}
-    {%- set batch = cdc_batch_relation(this) -%}
-    {%- set cached = run_query("show views like '" ~ batch.identifier ~ "'") -%}
-    {%- if cached.rows | length > 0 -%}
-        {% call statement('cdc_drop_batch') %}
-            drop view if exists {{ batch }}
-        {% endcall %}
-        {{ cdc_drop_table_if_present(cdc_batch_rows_relation(this)) }}
+    {%- if cdc_batch_kind(this, take=true) != 'full' -%}
         {{ return('') }}
     {%- endif -%}
 
     {%- set changes = cdc_upstream_change_log() -%}
-
     {%- set keys = cdc_key_columns() -%}
     {% call statement('cdc_rebuild_tombstones') %}
         {{ cdc_rebuild_tombstones_sql(this, changes, keys) }}

@@ -13,7 +13,7 @@
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_key_columns() -%}
-{%- set batch = cdc_history_batch_relation(target) -%}
+{%- set batch = cdc_batch_relation(target) -%}
 {%- set version_match = [] -%}
 {%- for column in keys + ['_cdc_valid_from_seq'] -%}
     {%- do version_match.append("target." ~ q(column) ~ " = batch." ~ q(column)) -%}
@@ -91,10 +91,4 @@
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
 {{ return(cdc_watermark_sql(target, newest)) }}
-{% endmacro %}
-
-
-{#- Where an incremental run of a history model keeps its resolved batch until the post-hook. -#}
-{% macro cdc_history_batch_relation(target) %}
-    {{ return(target.incorporate(path={"identifier": target.identifier ~ "__cdc_batch"}, type='table')) }}
 {% endmacro %}

@@ -41,60 +41,40 @@
 {% macro default__get_incremental_cdc_merge_sql(source, target, unique_key) %}
 {%- set keys = cdc_key_columns() -%}
 {%- set soft = cdc_delete_mode() == 'soft' -%}
-{%- set batch = cdc_batch_relation(target) -%}
+{%- set kind = cdc_batch_kind(target) -%}
+{%- if kind not in ('nothing_new', 'changes', 'replace') -%}
+    {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy 'cdc_merge' applies the select of cdc_current_state(), which this model's SQL does not call") }}
+{%- endif -%}
 
-{#- The model found nothing since the watermark (cdc_current_state): nothing to resolve, write
-    or move. The session view still tells the post-hook that the run was incremental. -#}
-{%- if cdc_nothing_new_marker() in model.get('compiled_code', '') %}
-    {% call statement('cdc_batch_view') %}
-        create or replace temporary view {{ batch }} as select * from {{ source }}
-    {% endcall %}
+{#- Nothing landed since the watermark: nothing to resolve, write or move. -#}
+{%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_merge") }}
-{%- endif %}
+{%- endif -%}
 {%- set key_match = [] -%}
 {%- for column in keys -%}
     {%- do key_match.append("target." ~ adapter.quote(column) ~ " = batch." ~ adapter.quote(column)) -%}
 {%- endfor -%}
 
 {#- Columns added at the source, and types widened there, reach silver; older rows read null. -#}
-{%- set source_names = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
+{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
 {#- Resolve once, into a table: the resolution reads silver, and `cache table` is not enough,
     because Spark refreshes a cached plan when a table it reads is written. After the MERGE the
     insert of new keys would resolve the batch again against the merged silver (a key change's
     new key then loses the unchanged-TOAST value of its old key, just deleted). -#}
-{{ cdc_materialize_batch(source, target) }}
-
-{#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
-    Without `_cdc_target_exists` (a replacing batch) everything goes through one MERGE. -#}
-{%- set split = '_cdc_target_exists' in source_names -%}
-{%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
-{%- set stats = run_query(
-    "select count_if(_cdc_action in ('upsert', 'delete')), count_if(_cdc_action = 'delete'),"
-    ~ " max(case when _cdc_action = 'truncate' then _cdc_seq end),"
-    ~ " cast(max(_cdc_batch_loaded_at) as string),"
-    ~ (" count_if(_cdc_action in ('upsert', 'delete') and _cdc_target_exists),"
-       ~ " count_if(_cdc_action in " ~ new_actions ~ " and not _cdc_target_exists)," if split else " 0, 0,")
-    ~ " count_if(_cdc_action = 'replace_marker'),"
-    ~ (" count_if(_cdc_action = 'upsert' and not _cdc_target_exists),"
-       ~ " count_if(_cdc_action = 'upsert' and _cdc_target_exists),"
-       ~ " count_if(_cdc_action = 'delete' and " ~ ("true" if soft else "_cdc_target_exists") ~ ")"
-       if split else " null, null, count_if(_cdc_action = 'delete')")
-    ~ " from " ~ batch
-).rows[0] -%}
-{%- set n_changes, n_deletes, truncate_seq, newest = stats[0], stats[1], stats[2], stats[3] -%}
-{%- set n_matched, n_new, n_replace_markers = stats[4], stats[5], stats[6] -%}
-{#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
-{%- set run = {'kind': 'incremental', 'inserted': stats[7], 'updated': stats[8], 'deleted': stats[9]} -%}
+{%- set batch = cdc_batch_relation(target) -%}
+{% call statement('cdc_materialize_batch') %}
+    create or replace table {{ batch }} using iceberg as select * from {{ source }}
+{% endcall %}
 
 {#- A late event made the model resolve the whole change log (cdc_late_changes_found): the
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
     are rebuilt from the log. -#}
-{%- if n_replace_markers > 0 %}
+{%- if kind == 'replace' %}
     {% call statement('cdc_replace') %}
         merge into {{ target }} as target
-        using (select * from {{ batch }} where _cdc_action = 'replace') as batch
+        using {{ batch }} as batch
             on {{ key_match | join(' and ') }}
         when matched then update set
             {%- for column in columns %}
@@ -114,10 +94,30 @@
     {% call statement('cdc_rebuild_tombstones') %}
         {{ cdc_rebuild_tombstones_sql(target, cdc_upstream_change_log(), keys) }}
     {% endcall %}
+    {%- set newest = run_query("select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()).rows[0][0] -%}
     {{ return(cdc_watermark_sql(target, newest, {'kind': 'replace'})) }}
 {%- endif %}
 
-{%- if split and n_matched > 0 %}
+{#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
+    Keys silver holds are merged, keys new to it appended. -#}
+{%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
+{%- set counts = run_query(
+    "select"
+    ~ " count_if(_cdc_action in ('upsert', 'delete') and _cdc_target_exists) as to_merge,"
+    ~ " count_if(_cdc_action in " ~ new_actions ~ " and not _cdc_target_exists) as to_append,"
+    ~ " count_if(_cdc_action = 'delete') as deletes,"
+    ~ " max(case when _cdc_action = 'truncate' then _cdc_seq end) as truncate_seq,"
+    ~ " cast(max(_cdc_batch_loaded_at) as string) as newest,"
+    ~ " count_if(_cdc_action = 'upsert' and not _cdc_target_exists) as inserted,"
+    ~ " count_if(_cdc_action = 'upsert' and _cdc_target_exists) as updated,"
+    ~ " count_if(_cdc_action = 'delete' and " ~ ("true" if soft else "_cdc_target_exists") ~ ") as deleted"
+    ~ " from " ~ batch
+).rows[0] -%}
+{%- set newest, truncate_seq = counts['newest'], counts['truncate_seq'] -%}
+{#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
+{%- set run = {'kind': 'incremental', 'inserted': counts['inserted'], 'updated': counts['updated'], 'deleted': counts['deleted']} -%}
+
+{%- if counts['to_merge'] > 0 %}
 {% call statement('cdc_merge') %}
     merge into {{ target }} as target
     using (
@@ -135,7 +135,7 @@
 {% endcall %}
 {%- endif %}
 
-{%- if split and n_new > 0 %}
+{%- if counts['to_append'] > 0 %}
 {% call statement('cdc_insert') %}
     insert into {{ target }} ({{ cdc_column_list(columns) }})
     select {{ cdc_column_list(columns) }}
@@ -144,31 +144,13 @@
 {% endcall %}
 {%- endif %}
 
-{%- if not split and n_changes > 0 %}
-{% call statement('cdc_merge') %}
-    merge into {{ target }} as target
-    using (select * from {{ batch }} where _cdc_action in ('upsert', 'delete')) as batch
-        on {{ key_match | join(' and ') }}
-    {%- if not soft %}
-    when matched and batch._cdc_action = 'delete' then delete
-    {%- endif %}
-    when matched then update set
-        {%- for column in columns %}
-        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    when not matched {{- " and batch._cdc_action = 'upsert'" if not soft }} then insert (
-        {%- for column in columns %}
-        {{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    ) values (
-        {%- for column in columns %}
-        batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    )
-{% endcall %}
-{%- endif %}
-
 {%- if truncate_seq is not none %}
+    {#- The rows a truncate removes (hard) or marks deleted (soft) count as deleted. -#}
+    {%- set truncated = run_query(
+        "select count(*) from " ~ target ~ " where _cdc_seq < " ~ truncate_seq
+        ~ (" and not _cdc_is_deleted" if soft else "")
+    ).rows[0][0] -%}
+    {%- do run.update({'deleted': run.deleted + truncated}) -%}
     {% call statement('cdc_truncate') %}
         {%- if soft %}
         update {{ target }}
@@ -184,7 +166,7 @@
     {% endcall %}
 {%- endif %}
 
-{%- if truncate_seq is not none or (n_deletes > 0 and not soft) %}
+{%- if truncate_seq is not none or (counts['deletes'] > 0 and not soft) %}
 {%- set tombstones = cdc_create_tombstones(target, keys) -%}
 {#- Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key
     deleted again just gets a second row, and the write costs what the batch holds. -#}
@@ -199,9 +181,8 @@
 {% endcall %}
 {%- endif %}
 
-{#- An empty batch: nothing landed since the last run, or every event read was older than what
-    silver holds (late files), so none survived. The watermark still moves past the latter, or
-    every later run would read them again. -#}
+{#- An empty batch: every event read was older than what silver holds (late files), so none
+    survived. The watermark still moves past them, or every later run would read them again. -#}
 {%- if newest is none -%}
     {%- set newest = run_query(
         "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
@@ -216,29 +197,8 @@
 {% endmacro %}
 
 
-{#- The session view strategies read the batch through (its existence tells the post-hook that
-    an incremental run happened: a crashed run leaves no view behind). -#}
+{#- The table an incremental run of a silver or history model resolves its batch into, beside
+    the model's table; the post-hook (cdc_finalize_merge) drops it. -#}
 {% macro cdc_batch_relation(target) %}
-    {{ return(api.Relation.create(identifier=target.identifier ~ '__cdc_batch', type='view')) }}
-{% endmacro %}
-
-
-{#- The table holding the resolved rows of the current batch, beside `target`. -#}
-{% macro cdc_batch_rows_relation(target) %}
-    {{ return(target.incorporate(path={"identifier": target.identifier ~ '__cdc_batch_rows'}, type='table')) }}
-{% endmacro %}
-
-
-{#- Write the model's select (`source`) once into the batch rows table, and point the session
-    view `cdc_batch_relation(target)` at it. -#}
-{% macro cdc_materialize_batch(source, target) %}
-    {% call statement('cdc_materialize_batch') %}
-        create or replace table {{ cdc_batch_rows_relation(target) }}
-        using iceberg
-        as select * from {{ source }}
-    {% endcall %}
-    {% call statement('cdc_batch_view') %}
-        create or replace temporary view {{ cdc_batch_relation(target) }} as
-        select * from {{ cdc_batch_rows_relation(target) }}
-    {% endcall %}
+    {{ return(target.incorporate(path={"identifier": target.identifier ~ '__cdc_batch'}, type='table')) }}
 {% endmacro %}

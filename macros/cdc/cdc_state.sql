@@ -104,3 +104,51 @@
     {%- endfor -%}
     {{ exceptions.raise_compiler_error(model.name ~ ": a CDC silver model must ref its change log") }}
 {% endmacro %}
+
+
+{#- Rows of silver model `relation` (hard-delete mode) that its change log deleted: flagged, or
+    older than a delete of their key or a truncate applied by the table (loaded at or before its
+    watermark). The query of the cdc_hard_deletes_removed test. -#}
+{% macro cdc_rows_deleted_at_source(relation) %}
+{%- if not execute -%}
+    {{ return('select 1 where false') }}
+{%- endif -%}
+{%- set node = cdc_model_node_of(relation) -%}
+{%- set keys = (node.config.get('unique_key') if node else none) or [] -%}
+{%- set keys = [keys] if keys is string else keys -%}
+{%- if not keys -%}
+    {{ exceptions.raise_compiler_error(relation ~ ": cdc_hard_deletes_removed needs a model built by cdc_current_state (unique_key)") }}
+{%- endif -%}
+{%- set key_list = cdc_column_list(keys) %}
+with
+
+applied as (
+    select *
+    from {{ cdc_change_log_of(relation) }}
+    where _cdc_loaded_at <= {{ cdc_watermark(relation) }}
+),
+
+last_deletes as (
+    select
+        {{ key_list }},
+        max(_cdc_seq) as _cdc_deleted_seq
+    from applied
+    where _cdc_op = 'd'
+    group by {{ key_list }}
+),
+
+last_truncate as (
+    select max(_cdc_seq) as _cdc_truncate_seq
+    from applied
+    where _cdc_op = 't'
+)
+
+select silver.*
+from {{ relation }} as silver
+left join last_deletes using ({{ key_list }})
+cross join last_truncate
+where
+    silver._cdc_is_deleted
+    or silver._cdc_seq < last_deletes._cdc_deleted_seq
+    or silver._cdc_seq < last_truncate._cdc_truncate_seq
+{%- endmacro %}

@@ -2,6 +2,7 @@
 detection that works behind Iceberg's SparkSessionCatalog, and views that keep their types."""
 
 import builtins
+import threading
 from typing import Any
 
 from dbt.adapters.base import BaseRelation, PythonJobHelper, available
@@ -19,6 +20,14 @@ ICEBERG_MARKERS = ("table_type=ICEBERG", "table_type=iceberg", "Provider: iceber
 
 def is_iceberg_information(information: str) -> bool:
     return any(marker in information for marker in ICEBERG_MARKERS)
+
+
+# What the compiled SQL of a CDC model decided about its run (cdc_batch_kind in the project's
+# macros), for the incremental strategy and the post-hook of the same node. dbt compiles a node
+# and then runs its materialization in one thread of one process, so the note is set before it
+# is read; the post-hook takes it away.
+_batch_kinds: dict[str, str] = {}
+_batch_kinds_lock = threading.Lock()
 
 
 class SparkSessionAdapter(SparkAdapter):
@@ -61,6 +70,21 @@ class SparkSessionAdapter(SparkAdapter):
     def column_type_change(self, target_type: str, source_type: str) -> str:
         """`fits`, `promote` or `incompatible`: see type_changes.py."""
         return type_change(target_type, source_type)
+
+    @available
+    def set_cdc_batch_kind(self, relation: Any, kind: str) -> str:
+        """Note what this run of the model behind `relation` is (see cdc_batch_kind)."""
+        with _batch_kinds_lock:
+            _batch_kinds[str(relation)] = kind
+        return ""
+
+    @available
+    def cdc_batch_kind(self, relation: Any, take: bool = False) -> str | None:
+        """The note set by set_cdc_batch_kind in this run, or None; `take` removes it."""
+        with _batch_kinds_lock:
+            if take:
+                return _batch_kinds.pop(str(relation), None)
+            return _batch_kinds.get(str(relation))
 
     @available
     def sql_string(self, text: str) -> str:
