@@ -70,16 +70,18 @@ format: install-dev
 	sqlfluff fix models tests/dbt
 
 # The test files run on TEST_PROCESSES pytest-xdist processes, a whole file per process (its
-# module fixtures, lakehouses and PostgreSQL instances, are built once); TEST_PROCESSES=0 runs
+# module fixtures, lakehouses and PostgreSQL instances, are built once), longest first (conftest:
+# LONG_FILES; xdist would otherwise order files by test count); TEST_PROCESSES=0 runs
 # them in this process.
 TEST_PROCESSES ?= 2
+PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: install-dev lint
-	pytest -n $(TEST_PROCESSES) --dist loadfile
+	$(PYTEST)
 
 # A developer's loop, about 8 min on 2 cores (lint, then 44 tests: the decoder, the capture tool,
 # DDL end to end against PostgreSQL, freshness). CI runs `make test`, which holds all of these.
 test-fast: install-dev lint
-	pytest -n $(TEST_PROCESSES) --dist loadfile tests/python/test_decode.py tests/python/test_capture.py \
+	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
 		tests/python/test_schema_changes.py tests/python/test_source_freshness.py
 
 ## Other -------------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ sample: install-dev
 
 # The PostgreSQL oracle alone (part of `make test`); `make oracle SEEDS=50` is the slow mode.
 oracle: install-dev
-	CDC_ORACLE_SEEDS=$(or $(SEEDS),3) pytest -n $(TEST_PROCESSES) --dist loadfile tests/python/test_oracle.py tests/python/test_oracle_ddl.py \
+	CDC_ORACLE_SEEDS=$(or $(SEEDS),3) $(PYTEST) tests/python/test_oracle.py tests/python/test_oracle_ddl.py \
 		tests/python/test_oracle_faults.py
 
 # A local Spark standalone cluster (master + 2 workers, 127.0.0.1 only) for `--target cluster`;
