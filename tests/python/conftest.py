@@ -72,6 +72,8 @@ LONG_FILES = {
     "test_pipeline_e2e.py": 700,
     "test_cluster_targets.py": 420,
     "test_schema_changes.py": 300,
+    "test_debezium_samples_e2e.py": 300,
+    "test_benchmarks.py": 250,
     "test_oracle_ddl.py": 250,
 }
 
