@@ -78,7 +78,7 @@ PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: install-dev lint
 	$(PYTEST)
 
-# A developer's loop, about 8 min on 2 cores (lint, then 44 tests: the decoder, the capture tool,
+# A developer's loop, about 5 min on 2 cores (lint, then 44 tests: the decoder, the capture tool,
 # DDL end to end against PostgreSQL, freshness). CI runs `make test`, which holds all of these.
 test-fast: install-dev lint
 	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
