@@ -390,28 +390,3 @@ select * from final
     {{ return([ignored] if ignored is string else ignored) }}
 {% endmacro %}
 
-
-{#- The graph node of the model behind `relation` (for tests), or none. -#}
-{% macro cdc_model_node_of(relation) %}
-    {%- if execute -%}
-        {%- for node in graph.nodes.values() -%}
-            {%- if node.resource_type == 'model' and node.alias == relation.identifier and node.schema == relation.schema -%}
-                {{ return(node) }}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- endif -%}
-    {{ return(none) }}
-{% endmacro %}
-
-
-{#- The change log a CDC model behind `relation` reads (its one model parent), for tests. -#}
-{% macro cdc_change_log_of(relation) %}
-    {%- set node = cdc_model_node_of(relation) -%}
-    {%- for unique_id in (node.depends_on.nodes if node else []) -%}
-        {%- set parent = graph.nodes.get(unique_id) -%}
-        {%- if parent is not none and parent.resource_type == 'model' -%}
-            {{ return(api.Relation.create(database=parent.database, schema=parent.schema, identifier=parent.alias)) }}
-        {%- endif -%}
-    {%- endfor -%}
-    {{ exceptions.raise_compiler_error(relation ~ ": not a CDC model reading a change log") }}
-{% endmacro %}

@@ -93,16 +93,31 @@
 
 
 {#
-  The change log a silver model reads: its single upstream model.
+  The change log a silver or history model reads: its single upstream model. `node`: the
+  model's graph node (default: the model being run; a test passes cdc_model_node_of(...)).
 #}
-{% macro cdc_upstream_change_log() %}
-    {%- for unique_id in model.depends_on.nodes -%}
-        {%- set node = graph.nodes.get(unique_id) -%}
-        {%- if node is not none and node.resource_type == 'model' -%}
-            {{ return(adapter.get_relation(node.database, node.schema, node.alias)) }}
+{% macro cdc_upstream_change_log(node=none) %}
+    {%- set node = node or model -%}
+    {%- for unique_id in node.depends_on.nodes -%}
+        {%- set parent = graph.nodes.get(unique_id) -%}
+        {%- if parent is not none and parent.resource_type == 'model' -%}
+            {{ return(adapter.get_relation(parent.database, parent.schema, parent.alias)) }}
         {%- endif -%}
     {%- endfor -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": a CDC silver model must ref its change log") }}
+    {{ exceptions.raise_compiler_error(node.name ~ ": a CDC model must ref its change log") }}
+{% endmacro %}
+
+
+{#- The graph node of the model behind `relation` (for tests), or none. -#}
+{% macro cdc_model_node_of(relation) %}
+    {%- if execute -%}
+        {%- for node in graph.nodes.values() -%}
+            {%- if node.resource_type == 'model' and node.alias == relation.identifier and node.schema == relation.schema -%}
+                {{ return(node) }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return(none) }}
 {% endmacro %}
 
 
@@ -124,7 +139,7 @@ with
 
 applied as (
     select *
-    from {{ cdc_change_log_of(relation) }}
+    from {{ cdc_upstream_change_log(node) }}
     where _cdc_loaded_at <= {{ cdc_watermark(relation) }}
 ),
 
