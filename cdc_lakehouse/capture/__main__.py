@@ -147,7 +147,7 @@ def run_capture(config: CaptureConfig, args: argparse.Namespace) -> None:
         signals.append(signal.Signals(signum).name)
         stop.set()
 
-    engine.start(verbose=args.verbose)
+    engine.start(verbose=args.verbose, one_shot=args.until_marker)
     signal.signal(signal.SIGINT, on_signal)  # after the JVM start: JPype may set its own
     signal.signal(signal.SIGTERM, on_signal)
     mode = "until its marker arrives" if args.until_marker else "until Ctrl-C"
