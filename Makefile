@@ -7,13 +7,14 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help
+.PHONY: run test install install-dev system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
 	@echo "make test    install what is missing and run every check (lint, pytest, dbt tests)"
 	@echo "make docs    generate and serve the dbt docs site on http://127.0.0.1:8080"
-	@echo "make lint    sqlfluff + ruff"
+	@echo "make lint    sqlfluff + ruff + generated files in sync with tables/*.yml"
+	@echo "make tables  write the dbt files of every table registered in tables/*.yml"
 	@echo "make sample  regenerate sample/ from a real PostgreSQL through real Debezium"
 	@echo "make oracle  the PostgreSQL oracle tests alone (SEEDS=50 for the slow mode)"
 	@echo "make cluster local Spark standalone cluster for the cluster target (make cluster-stop)"
@@ -59,6 +60,12 @@ run: install
 	@echo "dbt commands work from this folder after:  source .venv/bin/activate && export DBT_PROFILES_DIR=profiles"
 	@echo "Query the lakehouse:  dbt show --inline \"select * from silver.customers\" --limit 5"
 	@echo "Docs with lineage:    make docs   (then open http://127.0.0.1:8080)"
+
+## Table registry ---------------------------------------------------------------------------
+# Every registered table's dbt files are generated from its entry in tables/<source>.yml
+# (README "Add a table"); `make lint` fails when one is stale or edited by hand.
+tables: $(VENV)/.installed-run
+	$(BIN)/python -m cdc_lakehouse.tables generate
 
 ## Checks ------------------------------------------------------------------------------------
 # The pre-commit hooks (.pre-commit-config.yaml): ruff check, ruff format --check, sqlfluff lint.

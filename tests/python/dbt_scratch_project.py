@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 from lakehouse import REPO
 
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.tables.generate import write
+from cdc_lakehouse.tables.registry import REGISTRY_DIR
 
 PROJECT_YML = """
 name: cdc_lakehouse
@@ -47,19 +48,20 @@ models:
         +incremental_strategy: cdc_history
 """
 
-# Every flatten model is the same few lines: reuse the project's own, naming its own landing
-# source instead of the northwind one.
-FLATTEN_MODEL = (REPO / "python_models/flatten/northwind/flat_northwind__customers.py").read_text()
-NORTHWIND_SOURCE = 'dbt.source("landing_northwind", "customers")'
-assert NORTHWIND_SOURCE in FLATTEN_MODEL, "the flatten model no longer names its landing source"
+SOURCE = "scratch"
 
 
-def landing_source(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `landing` source table of one flatten model: its topic folder, as in the project's
-    _northwind__sources.yml."""
-    topic = TableSpec.from_config(None, config).topic
-    root = "{{ var('cdc_landing_root', 'landing') }}"
-    return {"name": name, "identifier": f"{root}/topics/{topic}"}
+def flatten_model(name: str) -> str:
+    """The flatten model generated for a table of the scratch project."""
+    return f"flat_{SOURCE}__{name}"
+
+
+def staging_model(name: str) -> str:
+    return f"stg_{SOURCE}__{name}_changes"
+
+
+def registry_path(project: Path) -> Path:
+    return project / REGISTRY_DIR / f"{SOURCE}.yml"
 
 
 def make_project(
@@ -69,51 +71,37 @@ def make_project(
     *,
     history: bool = False,
 ) -> Path:
-    """Create a project with one flatten, staging and silver model per entry of `tables`
-    (name -> `cdc_table` config, which must hold `key`), and `<name>_history` models when
-    `history` is set."""
+    """Create a project as a user does: one registry entry per entry of `tables` (name ->
+    `cdc_table` settings, which must hold `key`) in tables/scratch.yml, and the generator writes
+    the flatten, staging, silver (and `<name>_history` when `history` is set) models."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
     for name in ("macros", "profiles", "jars"):
         (root / name).symlink_to(REPO / name)
     (root / "tests").symlink_to(REPO / "tests" / "dbt")
-    flatten = root / "python_models" / "flatten"
-    staging = root / "models" / "staging"
-    silver = root / "models" / "silver"
-    for folder in (flatten, staging, silver):
-        folder.mkdir(parents=True)
-    if history:
-        (silver / "history").mkdir()
-    flatten_yml = []
-    sources = []
+    # the pipeline columns' doc blocks, which the generated yml files name
+    (root / "models").mkdir()
+    (root / "models" / "cdc_columns.md").symlink_to(REPO / "models" / "cdc_columns.md")
+    entries = {}
     for name, config in tables.items():
-        keys = list(config["key"])
-        model = FLATTEN_MODEL.replace(NORTHWIND_SOURCE, f'dbt.source("landing", "{name}")')
-        (flatten / f"flat_{name}.py").write_text(model)
-        flatten_yml.append(
-            {
-                "name": f"flat_{name}",
-                "config": {"cdc_table": dict(config)},
-                "tests": ["cdc_no_rejects", "cdc_no_undeclared_fields"],
-            }
-        )
-        sources.append(landing_source(name, config))
-        (staging / f"stg_{name}_changes.sql").write_text(
-            f"select {{{{ cdc_staging_columns(ref('flat_{name}'), {keys!r}) }}}}\n"
-            f"from {{{{ ref('flat_{name}') }}}}\nwhere _cdc_reject_reason is null\n"
-        )
-        (silver / f"{name}.sql").write_text(
-            f"{{{{ cdc_current_state(ref('stg_{name}_changes'), unique_key={keys!r}, "
-            f"delete_mode={delete_mode!r}) }}}}\n"
-        )
-        if history:
-            (silver / "history" / f"{name}_history.sql").write_text(
-                f"{{{{ cdc_history(ref('stg_{name}_changes'), unique_key={keys!r}, "
-                f"ignore_columns=[], delete_mode={delete_mode!r}) }}}}\n"
-            )
-    (flatten / "_flatten.yml").write_text(yaml.safe_dump({"version": 2, "models": flatten_yml}))
-    landing = {"name": "landing", "schema": "text", "quoting": {"identifier": True}}
-    (flatten / "_sources.yml").write_text(
-        yaml.safe_dump({"version": 2, "sources": [{**landing, "tables": sources}]})
-    )
+        entry = {k: v for k, v in config.items() if k != "name"}
+        entry.update(delete_mode=delete_mode, history=history)
+        entries[name] = entry
+    write_registry(root, entries)
     return root
+
+
+def write_registry(project: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write the scratch registry file and generate the models from it (`make tables`)."""
+    path = registry_path(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"source": SOURCE, "tables": {name: dict(entry) for name, entry in entries.items()}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    write(project)
+
+
+def update_entry(project: Path, name: str, **settings: Any) -> None:
+    """Change settings of one registry entry and regenerate, as a user edits tables/*.yml."""
+    doc = yaml.safe_load(registry_path(project).read_text())
+    doc["tables"][name].update(settings)
+    write_registry(project, doc["tables"])

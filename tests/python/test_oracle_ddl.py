@@ -32,8 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-from dbt_scratch_project import make_project
+from dbt_scratch_project import SOURCE, flatten_model, make_project, staging_model, update_entry
 from lakehouse import column_types, read_export, run_dbt
 from oracle import REPORT
 
@@ -272,19 +271,16 @@ def table_configs(declared: dict[str, str]) -> dict[str, dict[str, Any]]:
 
 
 def declare(project: Path, name: str, columns: dict[str, str]) -> None:
-    """Set `cdc_table.columns` of one schemas-off table, as a user edits the flatten yml."""
-    path = project / "python_models" / "flatten" / "_flatten.yml"
-    doc = yaml.safe_load(path.read_text())
-    for model in doc["models"]:
-        if model["name"] == f"flat_{name}":
-            model["config"]["cdc_table"]["columns"] = dict(columns)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    """Set the columns of one schemas-off table, as a user edits its registry entry and runs
+    `make tables`."""
+    update_entry(project, name, columns=dict(columns))
 
 
 def undeclared_fields(output: str) -> dict[str, list[str]]:
     """The fields the `cdc_no_undeclared_fields` warning names, by table."""
     found: dict[str, list[str]] = {}
-    pattern = r"bronze\.flat_(\w+): fields not declared in cdc_table\.columns, [^:]*: (.*?)\. "
+    prefix = flatten_model("")
+    pattern = rf"bronze\.{prefix}(\w+): fields not declared in cdc_table\.columns, [^:]*: (.*?)\. "
     for table, fields in re.findall(pattern, output):
         found[table] = [re.sub(r" \(\d+ events\)$", "", f) for f in fields.split(", ")]
     return found
@@ -412,8 +408,12 @@ class DdlOracle:
 
 def edit_staging_model(project: Path) -> None:
     """A user's edit between builds: the change log gains a derived column."""
-    path = project / "models" / "staging" / "stg_accounts_env_changes.sql"
-    path.write_text(path.read_text().replace("\nfrom ", ",\n    id * 10 as id_x10\nfrom ", 1))
+    path = project / "models" / "staging" / SOURCE / f"{staging_model('accounts_env')}.sql"
+    edited = path.read_text().replace(
+        "    from source\n", "        , id * 10 as id_x10\n    from source\n"
+    )
+    assert "id_x10" in edited, "the generated staging model changed shape"
+    path.write_text(edited)
 
 
 def test_lake_equals_database_through_ddl(ddl_oracle_seed: int, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from lakehouse import (
+    REPO,
     SAMPLE,
     canonical_lake_row,
     column_types,
@@ -30,6 +31,7 @@ from lakehouse import (
 )
 
 from cdc_lakehouse.sample import northwind
+from cdc_lakehouse.tables import registry
 
 TABLES = [t for t in northwind.TABLES]
 ORDERS_TOPIC = "northwind.public.orders"
@@ -143,7 +145,7 @@ def test_types_are_the_sources_in_every_layer(full: dict[str, Path]) -> None:
 
 # Columns a history model ignores (a change of only them opens no version): a version keeps the
 # value it opened with, so they are not compared with the source's current state.
-HISTORY_IGNORED = {"customers": {"updated_at"}, "suppliers": {"last_update"}}
+HISTORY_IGNORED = {t.name: set(t.history_ignore) for t in registry.tables(REPO)}
 
 
 def history_current_state(export_dir: Path, table: northwind.Table) -> dict[tuple, dict]:

@@ -19,8 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-from dbt_scratch_project import make_project
+from dbt_scratch_project import flatten_model, make_project, staging_model, update_entry
 from lakehouse import column_types, copy_landing, read_export, run_dbt
 
 from cdc_lakehouse.capture import run_capture_subprocess
@@ -126,13 +125,9 @@ def table_configs(declared: dict[str, str]) -> dict[str, dict[str, Any]]:
 
 
 def declare(project: Path, declared: dict[str, str]) -> None:
-    """What a user does when a column appears with schemas off: declare it in the yml."""
-    path = project / "python_models" / "flatten" / "_flatten.yml"
-    doc = yaml.safe_load(path.read_text())
-    for model in doc["models"]:
-        if model["name"] == "flat_members_nosch":
-            model["config"]["cdc_table"]["columns"] = dict(declared)
-    path.write_text(yaml.safe_dump(doc))
+    """What a user does when a column appears with schemas off: declare it in the table's
+    registry entry and regenerate (`make tables`)."""
+    update_entry(project, "members_nosch", columns=dict(declared))
 
 
 def pg_rows(pg: TemporaryPostgres) -> dict[int, dict[str, Any]]:
@@ -219,7 +214,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         undeclared, result = build(project, lakehouse, landing, "phase2-undeclared")
         assert_equals_postgres(undeclared, pg, "phase 2", ("members_env", "members_flat"))
         assert (
-            "flat_members_nosch: fields not declared in cdc_table.columns, kept in "
+            f"{flatten_model('members_nosch')}: fields not declared in cdc_table.columns, kept in "
             "_cdc_undeclared: tier (4 events)"
         ) in result.stdout, result.stdout
         assert "tier" not in column_types(undeclared, "silver.members_nosch")
@@ -228,8 +223,8 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         _, failed = build(project, lakehouse, landing, "phase2-mistyped", check=False)
         assert failed.returncode == 1
         assert (
-            "bronze.flat_members_nosch: rows already loaded hold values that do not decode as "
-            "declared (tier int)"
+            f"bronze.{flatten_model('members_nosch')}: rows already loaded hold values that do "
+            "not decode as declared (tier int)"
         ) in failed.stdout, failed.stdout
         # Declared now (README, "Schema changes at the source"); nothing new landed: the next
         # build fills the column for the events already loaded, and silver and history follow.
@@ -247,12 +242,12 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         assert failed.returncode == 1
         for name in schemas_on:
             assert (
-                f"bronze.flat_{name}: the type of points (decimal(10,2) in the table, "
+                f"bronze.{flatten_model(name)}: the type of points (decimal(10,2) in the table, "
                 "decimal(14,4) now) changed at the source"
             ) in failed.stdout, failed.stdout
         assert "Nothing was written" in failed.stdout
         # The documented recovery: rebuild the affected models from the landing zone.
-        selected = [f"flat_{name}+" for name in schemas_on]
+        selected = [f"{flatten_model(name)}+" for name in schemas_on]
         recovered, _ = build(
             project, lakehouse, landing, "recovered", "--full-refresh", "-s", *selected
         )
@@ -263,8 +258,8 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
     for name in CAPTURES:
         # The added column exists in every layer, never declared with schemas on.
         for relation in (
-            f"bronze.flat_{name}",
-            f"staging.stg_{name}_changes",
+            f"bronze.{flatten_model(name)}",
+            f"staging.{staging_model(name)}",
             f"silver.{name}",
             f"silver.{name}_history",
         ):
@@ -284,7 +279,8 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     landing = copy_landing(tmp_path / "landing")
     customers = {"topic": "northwind.public.customers", "shape": "envelope", "key": ["customer_id"]}
     project = make_project(tmp_path / "project", {"customers": customers})
-    staging = project / "models" / "staging" / "stg_customers_changes.sql"
+    changes = staging_model("customers")
+    staging = project / "models" / "staging" / "scratch" / f"{changes}.sql"
     gold = project / "models" / "gold"
     gold.mkdir()
     (gold / "customer_counts.sql").write_text(
@@ -297,13 +293,13 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     def build_and_read(export: str) -> tuple[dict[str, str], int, list[dict[str, Any]]]:
         export_dir, _ = build(project, lakehouse, landing, export)
         shown = run_dbt(
-            ["show", "--inline", "select count(*) as n from staging.stg_customers_changes",
+            ["show", "--inline", f"select count(*) as n from staging.{changes}",
              "--output", "json"],
             lakehouse=lakehouse,
             project_dir=project,
         )  # fmt: skip
         count = json.loads(shown.stdout[shown.stdout.index("{") :])["show"][0]["n"]
-        types = column_types(export_dir, "staging.stg_customers_changes")
+        types = column_types(export_dir, f"staging.{changes}")
         return types, count, read_export(export_dir, "gold.customer_counts")
 
     types, count, counts = build_and_read("first")
@@ -314,7 +310,9 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     assert types["updated_at"] == "timestamp_ntz" and types["created_at"] == "timestamp", types
 
     staging.write_text(
-        original.replace("from ", ", upper(country) as country_code\nfrom ", 1).replace(
+        original.replace(
+            "    from source\n", "        , upper(country) as country_code\n    from source\n"
+        ).replace(
             "where _cdc_reject_reason is null",
             "where _cdc_reject_reason is null and _cdc_op <> 'r'",
         )

@@ -15,20 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from lakehouse import copy_landing, run_dbt
+from lakehouse import REPO, copy_landing, run_dbt
 
 from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.tables import registry
 
 # The defaults of vars cdc_landing_warn_after_hours / cdc_landing_error_after_hours.
 WARN_AFTER_HOURS = 24
 ERROR_AFTER_HOURS = 48
-TOPICS = {
-    "customers": "northwind.public.customers",
-    "products": "northwind.public.products",
-    "orders": "northwind.public.orders",
-    "order_details": "northwind.public.order_details",
-    "suppliers": "northwind_jdbc.suppliers",
-}
+# Registered table -> topic (tables/northwind.yml).
+TOPICS = {t.name: t.topic for t in registry.tables(REPO) if t.source == "northwind"}
 
 
 def freshness(lakehouse: Path, landing: Path, **variables: object) -> tuple[int, dict[str, dict]]:
@@ -103,7 +99,8 @@ def test_stale_landing_warns_then_errors(lakehouse: Path, landing: Path) -> None
 
 
 def test_each_flatten_model_reads_the_topic_of_its_source(lakehouse: Path) -> None:
-    """The topic is named twice (the source's folder, the model's cdc_table): they must agree."""
+    """The topic is named twice in the generated files (the source's folder, the model's
+    cdc_table): they must agree."""
     path = lakehouse / "target" / "manifest.json"
     if not path.exists():  # this test run alone
         run_dbt(["parse"], lakehouse=lakehouse)

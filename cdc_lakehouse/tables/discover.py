@@ -1,0 +1,456 @@
+"""Registry entries discovered from a live PostgreSQL or from a landing zone.
+
+`from-postgres` reads the catalog of a running PostgreSQL (columns and their types, primary
+keys, table and column comments as descriptions); `from-landing` reads the first schema-bearing
+line of every topic folder of a landing zone written with JsonConverter schemas on (column types
+from the embedded Kafka Connect schema). Both select tables with shell-style name patterns and
+add the tables not registered yet to `tables/<source>.yml` (created if missing), appended as text
+so a hand-edited file keeps its comments; entries already there are left alone and differences
+are reported. A table without a primary key is reported and skipped, never guessed: give its key
+with `--key table=col1,col2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import gzip
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdc_lakehouse.decode import _row_fields, connect_encoding
+from cdc_lakehouse.spec import spark_type
+from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source
+
+DEFAULT_PASSWORD_ENV = "CDC_PG_PASSWORD"
+
+
+class DiscoveryError(ValueError):
+    """Nothing could be discovered as asked (no such schema, unreadable landing...)."""
+
+
+@dataclass
+class Found:
+    """A discovered table, before it becomes registry text."""
+
+    name: str
+    key: list[str]
+    columns: list[tuple[str, str, str | None]]  # name, declared type, description
+    description: str | None = None
+    topic: str | None = None
+    shape: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    added: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "table: why"
+    notes: list[str] = field(default_factory=list)
+
+    def print(self, path: Path) -> None:
+        print(f"{path}: {len(self.added)} table(s) added: {', '.join(self.added) or '-'}")
+        for line in self.skipped:
+            print(f"skipped {line}")
+        for line in self.notes:
+            print(f"note    {line}")
+
+
+# -- type mapping -------------------------------------------------------------------------------
+
+
+def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
+    """A registry type for a PostgreSQL type as `format_type` spells it, and a note when it
+    has no typed mapping (kept as text: enums, intervals, network and geometric types...)."""
+    t = pg_type.strip()
+    if t.endswith("[]"):
+        inner, note = declared_from_postgres(t[:-2])
+        return f"{inner}[]", note
+    lowered = t.lower()
+    if lowered.startswith("time") and not lowered.startswith("timestamp"):
+        return "time", None
+    try:
+        spark_type(t)
+        return t, None
+    except ValueError:
+        return "text", f"type {pg_type} is read as text"
+
+
+_SPARK_TO_DECLARED = {
+    "string": "text",
+    "tinyint": "smallint",
+    "smallint": "smallint",
+    "int": "int",
+    "bigint": "bigint",
+    "float": "real",
+    "double": "double",
+    "boolean": "boolean",
+    "binary": "bytea",
+    "date": "date",
+    "timestamp_ntz": "timestamp",
+    "timestamp": "timestamptz",
+}
+_LOGICAL_DECLARED = {"io.debezium.data.Json": "jsonb", "io.debezium.data.Uuid": "uuid"}
+
+
+def declared_from_connect(field_schema: Mapping[str, Any]) -> str:
+    """A registry type for one field of an embedded Kafka Connect schema."""
+    if field_schema.get("name") in _LOGICAL_DECLARED:
+        return _LOGICAL_DECLARED[field_schema["name"]]
+    if field_schema.get("type") == "array":
+        return declared_from_connect(field_schema.get("items") or {}) + "[]"
+    _, natural = connect_encoding(dict(field_schema))
+    if natural.startswith("decimal"):
+        return "numeric" + natural[len("decimal") :]
+    return _SPARK_TO_DECLARED.get(natural, "text")
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+COLUMNS_SQL = """
+select n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
+       col_description(c.oid, a.attnum), obj_description(c.oid, 'pg_class')
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid
+join pg_namespace n on n.oid = c.relnamespace
+where c.relkind in ('r', 'p') and not c.relispartition
+  and a.attnum > 0 and not a.attisdropped and n.nspname = any(%s)
+order by n.nspname, c.relname, a.attnum
+"""
+
+KEYS_SQL = """
+select n.nspname, c.relname, a.attname
+from pg_constraint k
+join pg_class c on c.oid = k.conrelid
+join pg_namespace n on n.oid = c.relnamespace
+cross join lateral unnest(k.conkey) with ordinality as u(attnum, position)
+join pg_attribute a on a.attrelid = k.conrelid and a.attnum = u.attnum
+where k.contype = 'p' and n.nspname = any(%s)
+order by n.nspname, c.relname, u.position
+"""
+
+
+def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, str], Found]:
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        rows = conn.execute(COLUMNS_SQL, (list(schemas),)).fetchall()
+        keys = conn.execute(KEYS_SQL, (list(schemas),)).fetchall()
+    found: dict[tuple[str, str], Found] = {}
+    for schema, table, column, pg_type, comment, table_comment in rows:
+        entry = found.setdefault((schema, table), Found(table, [], [], table_comment))
+        declared, note = declared_from_postgres(pg_type)
+        if note:
+            entry.notes.append(f"{column}: {note}")
+        entry.columns.append((column, declared, comment))
+    for schema, table, column in keys:
+        if (schema, table) in found:
+            found[(schema, table)].key.append(column)
+    return found
+
+
+def conninfo_from(args: argparse.Namespace) -> str:
+    """A libpq connection string; the password only from the environment."""
+    if args.dsn:
+        if "password" in args.dsn.lower():
+            raise DiscoveryError(
+                "--dsn must not hold the password: set the environment variable "
+                f"{args.password_env}"
+            )
+        password = os.environ.get(args.password_env)
+        return f"{args.dsn} password='{password}'" if password else args.dsn
+    parts = {
+        "host": args.host,
+        "port": str(args.port),
+        "dbname": args.database,
+        "user": args.user,
+    }
+    password = os.environ.get(args.password_env)
+    if password:
+        parts["password"] = password
+    return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
+
+
+# -- landing zone -------------------------------------------------------------------------------
+
+
+def _lines(folder: Path, limit: int) -> Iterable[str]:
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp")
+    )
+    seen = 0
+    for path in files:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as handle:
+            for line in handle:
+                if line.strip():
+                    yield line
+                    seen += 1
+                    if seen >= limit:
+                        return
+
+
+def _shape_of(schema: Mapping[str, Any]) -> str | None:
+    names = {f.get("field") for f in schema.get("fields") or []}
+    if {"op", "after"} <= names or {"op", "before"} <= names:
+        return "envelope"
+    if "__op" in names or "__deleted" in names:
+        return "flattened"
+    return None
+
+
+def landing_tables(root: Path, limit: int = 200) -> dict[str, Found]:
+    """topic -> discovered table, from the embedded schema of each topic's first lines."""
+    topics = root / "topics"
+    if not topics.is_dir():
+        raise DiscoveryError(f"{root}: no `topics/` folder (is it a landing zone root?)")
+    found: dict[str, Found] = {}
+    for folder in sorted(p for p in topics.iterdir() if p.is_dir()):
+        topic = folder.name
+        name = topic.rsplit(".", 1)[-1]
+        entry = Found(name, [], [], topic=topic)
+        schema = None
+        for line in _lines(folder, limit):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and isinstance(value.get("schema"), dict):
+                shape = _shape_of(value["schema"])
+                if shape:
+                    schema, entry.shape = value["schema"], shape
+                    break
+        if schema is None:
+            entry.notes.append("no line with an embedded schema (schemas off?): declare columns")
+        else:
+            for f in _row_fields(schema, entry.shape or "envelope"):
+                if "field" in f:
+                    entry.columns.append((str(f["field"]), declared_from_connect(f), f.get("doc")))
+        found[topic] = entry
+    return found
+
+
+# -- registry text ------------------------------------------------------------------------------
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar, quoted only when it must be."""
+    dumped = yaml.safe_dump(value, default_style=None, width=10_000).strip()
+    dumped = dumped.removesuffix("...").strip()
+    if any(c in dumped for c in ",{}[]") and not dumped.startswith(("'", '"')):
+        return json.dumps(value)  # flow-safe
+    return dumped
+
+
+def entry_text(found: Found, *, delete_mode: str | None, topic: str | None) -> str:
+    lines = [f"  {found.name}:"]
+    if topic:
+        lines.append(f"    topic: {_scalar(topic)}")
+    if found.shape and topic:
+        lines.append(f"    shape: {found.shape}")
+    lines.append(f"    key: [{', '.join(found.key)}]")
+    if delete_mode and delete_mode != "hard":
+        lines.append(f"    delete_mode: {delete_mode}")
+    if found.description:
+        lines.append(f"    description: {_scalar(' '.join(found.description.split()))}")
+    lines.append("    columns:")
+    for name, declared, description in found.columns:
+        if description:
+            text = _scalar(" ".join(description.split()))
+            kind = json.dumps(declared) if "," in declared else _scalar(declared)
+            lines.append(f"      {name}: {{type: {kind}, description: {text}}}")
+        else:
+            lines.append(f"      {name}: {_scalar(declared)}")
+    return "\n".join(lines) + "\n"
+
+
+def _select(names: Iterable[str], include: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    """Names matching an include pattern (all when none) and no exclude pattern; a pattern
+    matches the whole name (`schema.table`, a topic) or its last part (`table`)."""
+
+    def matches(name: str, patterns: Sequence[str]) -> bool:
+        short = name.rsplit(".", 1)[-1]
+        return any(fnmatch.fnmatchcase(n, p) for p in patterns for n in (name, short))
+
+    return [
+        name
+        for name in names
+        if (not include or matches(name, include)) and not matches(name, exclude)
+    ]
+
+
+def _keys(pairs: Sequence[str]) -> dict[str, list[str]]:
+    keys = {}
+    for pair in pairs:
+        table, _, columns = pair.partition("=")
+        if not columns:
+            raise DiscoveryError(f"--key {pair!r}: expected table=col1,col2")
+        keys[table.strip()] = [c.strip() for c in columns.split(",") if c.strip()]
+    return keys
+
+
+def add_to_registry(
+    path: Path,
+    source: str,
+    found: Sequence[tuple[Found, str | None]],  # (table, its own topic when not prefix-derived)
+    *,
+    landing: Mapping[str, Any],
+    description: str | None,
+    delete_mode: str | None,
+    report: Report,
+) -> None:
+    """Append the tables not registered yet to the registry file (create it when missing)."""
+    existing: dict[str, Any] = {}
+    if path.exists():
+        doc = yaml.safe_load(path.read_text()) or {}
+        existing = doc.get("tables") or {}
+        text = path.read_text()
+        if not text.endswith("\n"):
+            text += "\n"
+        if not existing:
+            text += "tables:\n" if "tables" not in doc else ""
+    else:
+        head = [
+            f'# The {source} source: one entry per captured table (README "Add a table").',
+            "# Discovered by `python -m cdc_lakehouse.tables`; edit freely, then `make tables`.",
+            f"source: {source}",
+        ]
+        if description:
+            head.append(f"description: {_scalar(description)}")
+        if landing:
+            head.append("landing:")
+            head += [f"  {k}: {_scalar(str(v))}" for k, v in landing.items()]
+        text = "\n".join(head) + "\ntables:\n"
+    for table, topic in found:
+        if table.name in existing:
+            old = existing[table.name] or {}
+            old_columns = set((old.get("columns") or {}).keys())
+            new = [c for c, _, _ in table.columns if c not in old_columns]
+            gone = sorted(old_columns - {c for c, _, _ in table.columns})
+            if new or gone:
+                report.notes.append(
+                    f"{table.name}: already registered; columns new at the source: "
+                    f"{new or '-'}, registered but not found: {gone or '-'} (edit its entry)"
+                )
+            continue
+        if not NAME.match(table.name):
+            report.skipped.append(f"{table.name}: not a lower-case identifier (rename in a view)")
+            continue
+        if not table.key:
+            report.skipped.append(
+                f"{table.name}: no primary key; give one with --key {table.name}=col1,col2"
+            )
+            continue
+        text += entry_text(table, delete_mode=delete_mode, topic=topic)
+        report.added.append(table.name)
+        report.notes += [f"{table.name}.{note}" for note in table.notes]
+    if not report.added and path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    load_source(path)  # the result must be a valid registry file
+
+
+def run(args: argparse.Namespace, project: Path) -> int:
+    path = project / REGISTRY_DIR / f"{args.source}.yml"
+    report = Report()
+    keys = _keys(args.key or [])
+    include, exclude = args.include or [], args.exclude or []
+    found: list[tuple[Found, str | None]] = []
+    if args.command == "from-postgres":
+        schemas = args.schema or ["public"]
+        tables = postgres_tables(conninfo_from(args), schemas)
+        if not tables:
+            raise DiscoveryError(f"no tables in schema(s) {', '.join(schemas)}")
+        names = [f"{s}.{t}" for s, t in tables]
+        chosen = _select(names, include, exclude)
+        chosen = [n for n in chosen if n.split(".", 1)[1] not in args.skip_marker]
+        prefix = args.topic_prefix or args.source
+        landing: dict[str, Any] = {"shape": args.shape}
+        one_schema = len({n.split(".")[0] for n in chosen}) <= 1
+        if one_schema and chosen:
+            landing = {"topic_prefix": f"{prefix}.{chosen[0].split('.')[0]}", **landing}
+        for qualified in chosen:
+            schema, name = qualified.split(".", 1)
+            table = tables[(schema, name)]
+            table.key = keys.get(name, table.key)
+            topic = None if one_schema else f"{prefix}.{schema}.{name}"
+            found.append((table, topic))
+    else:
+        discovered = landing_tables(Path(args.root))
+        chosen = _select(discovered, include, exclude)
+        prefixes = {t.rsplit(".", 1)[0] for t in chosen if "." in t}
+        shapes = {discovered[t].shape for t in chosen if discovered[t].shape}
+        landing = {}
+        if len(prefixes) == 1 and all("." in t for t in chosen):
+            landing["topic_prefix"] = prefixes.pop()
+        if len(shapes) == 1:
+            landing["shape"] = shapes.pop()
+        for topic in chosen:
+            table = discovered[topic]
+            table.key = keys.get(table.name, keys.get(topic, []))
+            if not table.columns:
+                report.skipped.append(f"{table.name}: {'; '.join(table.notes)}")
+                continue
+            if not table.key:
+                report.skipped.append(
+                    f"{table.name}: key unknown from the landing (values carry no key); "
+                    f"give it with --key {table.name}=col1,col2"
+                )
+                continue
+            own_topic = None if "topic_prefix" in landing else topic
+            if own_topic is None and "shape" not in landing:
+                own_topic = topic
+            found.append((table, own_topic))
+    add_to_registry(
+        path,
+        args.source,
+        found,
+        landing=landing,
+        description=args.description,
+        delete_mode=args.delete_mode,
+        report=report,
+    )
+    report.print(path)
+    if report.added:
+        print("next: `make tables` writes their dbt files")
+    return 0
+
+
+def add_arguments(commands: Any) -> None:
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--source", required=True, help="source name: tables/<source>.yml")
+        parser.add_argument("--include", action="append", help="name pattern (repeatable)")
+        parser.add_argument("--exclude", action="append", help="name pattern (repeatable)")
+        parser.add_argument("--key", action="append", help="table=col1,col2 (repeatable)")
+        parser.add_argument("--delete-mode", choices=("hard", "soft"), default=None)
+        parser.add_argument("--description", help="description of the source")
+
+    pg = commands.add_parser("from-postgres", help="register tables of a live PostgreSQL")
+    common(pg)
+    pg.add_argument("--dsn", help="libpq connection string (no password in it: use the env)")
+    pg.add_argument("--host", default=os.environ.get("PGHOST", "localhost"))
+    pg.add_argument("--port", type=int, default=int(os.environ.get("PGPORT", "5432")))
+    pg.add_argument("--database", default=os.environ.get("PGDATABASE"))
+    pg.add_argument("--user", default=os.environ.get("PGUSER", "postgres"))
+    pg.add_argument("--password-env", default=DEFAULT_PASSWORD_ENV)
+    pg.add_argument("--schema", action="append", help="schema to read (repeatable; public)")
+    pg.add_argument("--topic-prefix", help="Debezium topic.prefix (default: the source name)")
+    pg.add_argument("--shape", choices=("envelope", "flattened"), default="envelope")
+    pg.add_argument(
+        "--skip-marker",
+        nargs="*",
+        default=["cdc_capture_marker"],
+        help="tables never registered (the capture tool's marker table)",
+    )
+    landing = commands.add_parser("from-landing", help="register topics of a landing zone")
+    common(landing)
+    landing.add_argument("--root", required=True, help="landing root (holds topics/)")

@@ -1,0 +1,290 @@
+"""The table registry: one entry per captured source table, in `tables/<source>.yml`.
+
+An entry says how a table lands and how the project treats it (about ten lines); every dbt file
+of the table (flatten model, landing source, change-log staging model, silver, history, their
+yml and column docs) is generated from it by `python -m cdc_lakehouse.tables generate`
+(`make tables`) and checked by `... check` in `make lint`. See README "Add a table".
+
+    source: northwind
+    description: The order system.           # optional
+    landing:                                  # settings shared by every table of the source
+      topic_prefix: northwind.public
+      shape: envelope
+    tables:
+      customers:
+        key: [customer_id]
+        delete_mode: soft                     # hard (default) or soft
+        history: {ignore_columns: [updated_at]}   # or `history: false`
+        description: One row per customer.    # optional
+        columns:                              # name: type, or name: {type:, description:}
+          customer_id: text
+          company_name: {type: text, description: Company name.}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdc_lakehouse.spec import SHAPES, TableSpec
+
+REGISTRY_DIR = "tables"
+DELETE_MODES = ("hard", "soft")
+NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+# Settings a table may carry beside its own (they go to the flatten model's `cdc_table`).
+LANDING_KEYS = (
+    "topic",
+    "topic_prefix",
+    "shape",
+    "decimal_handling_mode",
+    "time_precision_mode",
+    "toast_placeholder",
+    "order_by",
+)
+TABLE_KEYS = {
+    "key",
+    "columns",
+    "delete_mode",
+    "history",
+    "description",
+    "landing_description",
+    "model",
+    *LANDING_KEYS,
+}
+SOURCE_KEYS = {"source", "description", "landing", "tables"}
+HISTORY_KEYS = {"ignore_columns"}
+
+
+class RegistryError(ValueError):
+    """A registry file is malformed; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """One registry entry, with the names of everything generated from it."""
+
+    source: str
+    name: str
+    key: tuple[str, ...]
+    columns: tuple[Column, ...] = ()
+    landing: Mapping[str, Any] = field(default_factory=dict)  # source landing + table's own
+    delete_mode: str = "hard"
+    history: bool = True
+    history_ignore: tuple[str, ...] = ()
+    description: str | None = None
+    landing_description: str | None = None
+    model: str | None = None  # silver model name (default: the table name)
+
+    @property
+    def flatten_model(self) -> str:
+        return f"flat_{self.source}__{self.name}"
+
+    @property
+    def staging_model(self) -> str:
+        return f"stg_{self.source}__{self.name}_changes"
+
+    @property
+    def silver_model(self) -> str:
+        return self.model or self.name
+
+    @property
+    def history_model(self) -> str:
+        return f"{self.silver_model}_history"
+
+    @property
+    def landing_source(self) -> str:
+        return f"landing_{self.source}"
+
+    @property
+    def cdc_table(self) -> dict[str, Any]:
+        """The flatten model's `cdc_table` config (what the decoder reads)."""
+        config: dict[str, Any] = {"name": self.name}
+        config.update(self.landing)
+        config["key"] = list(self.key)
+        declared = {c.name: c.type for c in self.columns if c.type}
+        if declared:
+            config["columns"] = declared
+        return config
+
+    @property
+    def spec(self) -> TableSpec:
+        return TableSpec.from_config(None, self.cdc_table)
+
+    @property
+    def topic(self) -> str:
+        return self.spec.topic
+
+    @property
+    def shape(self) -> str:
+        return self.spec.shape
+
+    def doc_name(self, column: str) -> str:
+        """Name of the doc block describing a source column (generated column docs)."""
+        return f"{self.source}_{self.name}__{column}"
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    path: Path
+    tables: tuple[Table, ...]
+    description: str | None = None
+
+
+def _fail(path: Path, where: str, message: str) -> RegistryError:
+    return RegistryError(f"{path}: {where}: {message}")
+
+
+def _names(value: Any, path: Path, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, where, "expected a column name or a list of column names")
+    return tuple(value)
+
+
+def _column(name: Any, value: Any, path: Path, where: str) -> Column:
+    if not isinstance(name, str) or not name:
+        raise _fail(path, where, f"column name {name!r} is not a string")
+    if value is None or isinstance(value, str):
+        return Column(name, value)
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"type", "description"}
+        if unknown:
+            hint = ""
+            if any(str(k).endswith(")") for k in unknown):
+                hint = " (in `{type: ...}` quote a type with a comma: 'numeric(12,2)')"
+            raise _fail(path, f"{where}.{name}", f"unknown setting(s) {sorted(unknown)}{hint}")
+        return Column(name, value.get("type"), value.get("description"))
+    raise _fail(path, f"{where}.{name}", "expected a type or {type:, description:}")
+
+
+def parse_table(source: str, landing: Mapping[str, Any], name: str, entry: Any, path: Path):
+    where = f"tables.{name}"
+    if not isinstance(name, str) or not NAME.match(name):
+        raise _fail(path, where, "a table name is lower-case letters, digits and `_`")
+    if not isinstance(entry, Mapping):
+        raise _fail(path, where, "expected a mapping (key, columns, ...)")
+    unknown = set(entry) - TABLE_KEYS
+    if unknown:
+        known = sorted(TABLE_KEYS)
+        raise _fail(path, where, f"unknown setting(s) {sorted(unknown)}; known: {known}")
+    if "key" not in entry:
+        raise _fail(path, where, "`key` (the primary-key columns) is required")
+    key = _names(entry["key"], path, f"{where}.key")
+    columns_entry = entry.get("columns") or {}
+    if not isinstance(columns_entry, Mapping):
+        raise _fail(path, f"{where}.columns", "expected a mapping of column name to type")
+    columns = tuple(_column(c, v, path, f"{where}.columns") for c, v in columns_entry.items())
+    names = [c.name for c in columns]
+    missing = [k for k in key if names and k not in names]
+    if missing:
+        raise _fail(path, where, f"key column(s) {missing} are not among its columns")
+    delete_mode = entry.get("delete_mode", "hard")
+    if delete_mode not in DELETE_MODES:
+        raise _fail(path, where, f"delete_mode must be one of {DELETE_MODES}")
+    history = entry.get("history", True)
+    ignore: tuple[str, ...] = ()
+    if isinstance(history, Mapping):
+        unknown = set(history) - HISTORY_KEYS
+        if unknown:
+            raise _fail(path, f"{where}.history", f"unknown setting(s) {sorted(unknown)}")
+        ignore = _names(history.get("ignore_columns") or [], path, f"{where}.history")
+        history = True
+    elif not isinstance(history, bool):
+        raise _fail(path, f"{where}.history", "expected true, false or {ignore_columns: [...]}")
+    merged = {k: v for k, v in {**landing, **entry}.items() if k in LANDING_KEYS}
+    if "topic" in entry:
+        merged.pop("topic_prefix", None)
+    if not merged.get("topic") and not merged.get("topic_prefix"):
+        raise _fail(path, where, "no topic: set `topic:` on the entry or `landing.topic_prefix`")
+    table = Table(
+        source=source,
+        name=name,
+        key=key,
+        columns=columns,
+        landing=merged,
+        delete_mode=delete_mode,
+        history=history,
+        history_ignore=ignore,
+        description=entry.get("description"),
+        landing_description=entry.get("landing_description"),
+        model=entry.get("model"),
+    )
+    try:
+        table.spec  # noqa: B018 - validates shape, modes, types, topic
+    except ValueError as exc:
+        raise _fail(path, where, str(exc)) from None
+    if table.model is not None and not NAME.match(table.model):
+        raise _fail(path, f"{where}.model", "a model name is lower-case letters, digits and `_`")
+    return table
+
+
+def load_source(path: Path) -> Source:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise RegistryError(f"{path}: expected a mapping with `source` and `tables`")
+    unknown = set(doc) - SOURCE_KEYS
+    if unknown:
+        raise RegistryError(f"{path}: unknown setting(s) {sorted(unknown)}")
+    source = doc.get("source") or path.stem
+    if not isinstance(source, str) or not NAME.match(source):
+        raise RegistryError(f"{path}: source {source!r}: lower-case letters, digits and `_`")
+    if source != path.stem:
+        raise RegistryError(f"{path}: source {source!r} must match the file name ({path.stem})")
+    landing = doc.get("landing") or {}
+    if not isinstance(landing, Mapping) or set(landing) - set(LANDING_KEYS):
+        raise RegistryError(f"{path}: landing: settings are among {list(LANDING_KEYS)}")
+    if landing.get("shape", "envelope") not in SHAPES:
+        raise RegistryError(f"{path}: landing.shape must be one of {SHAPES}")
+    entries = doc.get("tables") or {}
+    if not isinstance(entries, Mapping):
+        raise RegistryError(f"{path}: tables: expected a mapping of table name to entry")
+    tables = tuple(parse_table(source, landing, n, e, path) for n, e in entries.items())
+    return Source(source, path, tables, doc.get("description"))
+
+
+def load(project: Path) -> list[Source]:
+    """Every registry file of a project (`<project>/tables/*.yml`), checked for clashes."""
+    folder = Path(project) / REGISTRY_DIR
+    sources = [load_source(p) for p in sorted(folder.glob("*.yml"))] if folder.is_dir() else []
+    seen: dict[str, str] = {}
+    for source in sources:
+        for table in source.tables:
+            for model in (table.silver_model, table.history_model):
+                where = f"{source.path}: {table.name}"
+                if model in seen and seen[model] != where:
+                    raise RegistryError(
+                        f"{where}: model {model} is also generated for {seen[model]}; "
+                        "set `model:` on one of the entries to name its silver model"
+                    )
+                seen[model] = where
+    return sources
+
+
+def tables(project: Path) -> list[Table]:
+    """Every registered table of a project."""
+    return [t for s in load(project) for t in s.tables]
+
+
+def table(project: Path, name: str, source: str | None = None) -> Table:
+    found = [t for t in tables(project) if t.name == name and source in (None, t.source)]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} registered tables named {name!r}")
+    return found[0]

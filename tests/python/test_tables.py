@@ -1,0 +1,355 @@
+"""The table registry (tables/*.yml), the files generated from it, and the generator that
+onboards a database from a live PostgreSQL or a landing zone.
+
+What a user does: append an entry and run `make tables`; edit an entry; remove one; run
+`from-postgres` against their database (tables with and without primary keys, types of every
+kind, comments) or `from-landing` against their bucket. The end-to-end build of a generated
+project against PostgreSQL is the many-tables benchmark (`python -m benchmarks.many_tables`,
+run small in test_benchmarks.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from lakehouse import REPO, SAMPLE
+
+from cdc_lakehouse.pg import TemporaryPostgres
+from cdc_lakehouse.sample import northwind
+from cdc_lakehouse.spec import spark_type
+from cdc_lakehouse.tables import registry
+from cdc_lakehouse.tables.__main__ import main
+from cdc_lakehouse.tables.generate import MARK, check, outputs, write
+
+
+def test_generated_files_are_in_sync_with_the_registry() -> None:
+    assert check(REPO) == []
+
+
+def test_registry_agrees_with_the_sample_source() -> None:
+    """tables/northwind.yml describes the sample's PostgreSQL tables: same keys, every column
+    (those added mid-stream too) with a type that decodes to the same Spark type."""
+    registered = {t.name: t for t in registry.tables(REPO) if t.source == "northwind"}
+    assert set(registered) == {t.name for t in northwind.TABLES}
+    for table in northwind.TABLES:
+        entry = registered[table.name]
+        assert entry.key == table.key, table.name
+        assert entry.shape == table.shape, table.name
+        declared = {c.name: spark_type(c.type) for c in entry.columns}
+        source = {c.name: spark_type(c.pg_type) for c in table.columns}
+        assert declared == source, table.name
+
+
+def project_with(tmp_path: Path, registry_text: str) -> Path:
+    project = tmp_path / "project"
+    (project / "tables").mkdir(parents=True)
+    (project / "tables" / "shop.yml").write_text(registry_text)
+    return project
+
+
+SHOP = """\
+source: shop
+landing:
+  topic_prefix: shop.public
+tables:
+  accounts:
+    key: [id]
+    columns:
+      id: int
+      name: text
+"""
+
+# What README "Add a table" asks of a user: one entry.
+INVOICES = """\
+  invoices:
+    key: [invoice_id, line]
+    delete_mode: soft
+    history: {ignore_columns: [touched_at]}
+    columns:
+      invoice_id: bigint
+      line: int
+      amount: {type: 'numeric(12,2)', description: Amount of the line.}
+      touched_at: timestamptz
+"""
+
+
+def test_add_edit_and_remove_a_table(tmp_path: Path) -> None:
+    project = project_with(tmp_path, SHOP)
+    gold = project / "models" / "gold" / "by_hand.sql"
+    gold.parent.mkdir(parents=True)
+    gold.write_text("select 1 as one\n")
+    written, _ = write(project)
+    assert check(project) == []
+
+    # Adding a table: one entry, one command; only its files and the shared ones change.
+    registry_file = project / "tables" / "shop.yml"
+    registry_file.write_text(SHOP + INVOICES)
+    assert "models/silver/invoices.sql: missing" in check(project)
+    added, deleted = write(project)
+    assert deleted == []
+    own = {p for p in added if "invoices" in p}
+    assert own == {
+        "python_models/flatten/shop/flat_shop__invoices.py",
+        "models/staging/shop/stg_shop__invoices_changes.sql",
+        "models/silver/invoices.sql",
+        "models/silver/history/invoices_history.sql",
+    }
+    assert set(added) - own <= {o.path for o in outputs(project) if "/_shop__" in o.path} | {
+        "models/staging/cdc_rejects.sql"
+    }
+    silver = (project / "models/silver/invoices.sql").read_text()
+    assert "unique_key=['invoice_id', 'line']" in silver and "delete_mode='soft'" in silver
+    history = (project / "models/silver/history/invoices_history.sql").read_text()
+    assert "ignore_columns=['touched_at']" in history
+    rejects = (project / "models/staging/cdc_rejects.sql").read_text()
+    assert "ref('flat_shop__accounts')" in rejects and "ref('flat_shop__invoices')" in rejects
+    flatten = yaml.safe_load(
+        (project / "python_models/flatten/shop/_shop__flatten.yml").read_text()
+    )
+    config = {m["name"]: m["config"]["cdc_table"] for m in flatten["models"]}
+    assert config["flat_shop__invoices"] == {
+        "name": "invoices",
+        "topic_prefix": "shop.public",
+        "key": ["invoice_id", "line"],
+        "columns": {
+            "invoice_id": "bigint",
+            "line": "int",
+            "amount": "numeric(12,2)",
+            "touched_at": "timestamptz",
+        },
+    }
+    docs = (project / "models/staging/shop/_shop__columns.md").read_text()
+    assert "{% docs shop_invoices__amount %}\nAmount of the line.\n{% enddocs %}" in docs
+
+    # A hand edit of a generated file is caught; generate puts it back.
+    silver_file = project / "models/silver/invoices.sql"
+    silver_file.write_text(silver.replace("'soft'", "'hard'"))
+    assert check(project) == [
+        "models/silver/invoices.sql: differs from the registry (stale, or edited by hand)"
+    ]
+    write(project)
+    assert silver_file.read_text() == silver
+
+    # History off, then the table removed: its files go, hand-written ones stay.
+    registry_file.write_text(
+        SHOP + INVOICES.replace("history: {ignore_columns: [touched_at]}", "history: false")
+    )
+    _, deleted = write(project)
+    assert deleted == ["models/silver/history/invoices_history.sql"]
+    registry_file.write_text(SHOP)
+    assert (
+        "python_models/flatten/shop/flat_shop__invoices.py: "
+        "generated for a table no longer in the registry" in check(project)
+    )
+    _, deleted = write(project)
+    assert "models/silver/invoices.sql" in deleted
+    assert not list(project.rglob("*invoices*"))
+    assert gold.read_text() == "select 1 as one\n"
+    assert check(project) == []
+
+    # A hand-written model with a generated model's name is never overwritten.
+    (project / "models/silver/orders.sql").write_text("select 1 as id\n")
+    registry_file.write_text(SHOP + "  orders:\n    key: [id]\n")
+    with pytest.raises(
+        FileExistsError, match="models/silver/orders.sql exists and was not generated"
+    ):
+        write(project)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("  t:\n    columns: {id: int}\n", "tables.t: `key` (the primary-key columns) is required"),
+        ("  t:\n    key: [id]\n    keys: [id]\n", "tables.t: unknown setting(s) ['keys']"),
+        ("  t:\n    key: [id]\n    delete_mode: purge\n", "delete_mode must be one of"),
+        ("  t:\n    key: [id]\n    columns: {x: int}\n", "key column(s) ['id'] are not among"),
+        ("  t:\n    key: [id]\n    columns: {id: integr}\n", "unknown column type 'integr'"),
+        ("  T:\n    key: [id]\n", "a table name is lower-case"),
+        ("  t:\n    key: [id]\n    topic_prefix: ''\n", "no topic: set `topic:`"),
+        ("  t:\n    key: [id]\n    shape: debezium\n", "shape must be one of"),
+        ("  t:\n    key: [id]\n    history: {ignore: [a]}\n", "history: unknown setting(s)"),
+        ("  t:\n    key: [id]\n  t_history:\n    key: [id]\n    history: false\n", None),
+        ("  a:\n    key: [id]\n  b:\n    key: [id]\n    model: a\n", "model a is also generated"),
+    ],
+)
+def test_a_malformed_entry_is_named_with_its_file(
+    tmp_path: Path, entry: str, message: str | None
+) -> None:
+    project = project_with(
+        tmp_path, "source: shop\nlanding: {topic_prefix: shop}\ntables:\n" + entry
+    )
+    if message is None:
+        # `t_history` the table and `t`'s history model share a name: caught, not overwritten
+        with pytest.raises(registry.RegistryError, match="t_history is also generated"):
+            registry.load(project)
+        return
+    with pytest.raises(registry.RegistryError) as error:
+        registry.load(project)
+    assert str(project / "tables" / "shop.yml") in str(error.value)
+    assert message in str(error.value)
+
+
+SHOP_DDL = """
+create schema app;
+create type app.mood as enum ('ok', 'meh');
+create table app.customers (
+    id int primary key,
+    name varchar(40) not null,
+    code char(2),
+    credit numeric(12,2),
+    ratio numeric,
+    tags text[],
+    scores int[],
+    profile jsonb,
+    external_id uuid,
+    photo bytea,
+    born date,
+    opens time,
+    created_at timestamptz,
+    updated_at timestamp(3),
+    active boolean,
+    big bigint,
+    small smallint,
+    weight real,
+    height double precision,
+    mood app.mood,
+    idle interval,
+    ip inet
+);
+comment on table app.customers is 'People who buy.';
+comment on column app.customers.credit is 'Credit limit, in euros.';
+create table app.order_lines (order_id bigint, line int, qty int, primary key (order_id, line));
+create table app.audit_log (at timestamptz, what text);
+create table app.tmp_scratch (id int primary key);
+create table other.ignored (id int primary key);
+"""
+
+
+@pytest.fixture(scope="module")
+def shop_pg() -> TemporaryPostgres:
+    with TemporaryPostgres("shop") as pg:
+        with pg.connect(autocommit=True) as conn:
+            conn.execute("create schema other")
+            conn.execute(SHOP_DDL)
+        yield pg
+
+
+def test_from_postgres_registers_a_schema(
+    shop_pg: TemporaryPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    base = ["--project", str(project), "from-postgres", "--source", "app"]
+    pg_args = ["--dsn", shop_pg.conninfo(), "--schema", "app", "--exclude", "tmp_*"]
+    assert main([*base, *pg_args]) == 0
+    out = capsys.readouterr().out
+    assert "2 table(s) added: customers, order_lines" in out
+    assert "skipped audit_log: no primary key; give one with --key audit_log=col1,col2" in out
+    for column in ("mood", "idle", "ip"):
+        assert f"customers.{column}: type " in out and "is read as text" in out
+
+    [source] = registry.load(project)
+    tables = {t.name: t for t in source.tables}
+    assert set(tables) == {"customers", "order_lines"}  # tmp_* excluded, other schema not read
+    customers = tables["customers"]
+    assert customers.topic == "app.app.customers"  # Debezium: <topic.prefix>.<schema>.<table>
+    assert customers.key == ("id",) and tables["order_lines"].key == ("order_id", "line")
+    assert customers.description == "People who buy."
+    types = {c.name: c.type for c in customers.columns}
+    assert types == {
+        "id": "integer",
+        "name": "character varying(40)",
+        "code": "character(2)",
+        "credit": "numeric(12,2)",
+        "ratio": "numeric",
+        "tags": "text[]",
+        "scores": "integer[]",
+        "profile": "jsonb",
+        "external_id": "uuid",
+        "photo": "bytea",
+        "born": "date",
+        "opens": "time",
+        "created_at": "timestamp with time zone",
+        "updated_at": "timestamp(3) without time zone",
+        "active": "boolean",
+        "big": "bigint",
+        "small": "smallint",
+        "weight": "real",
+        "height": "double precision",
+        "mood": "text",
+        "idle": "text",
+        "ip": "text",
+    }
+    spark = {name: spark_type(t) for name, t in types.items()}
+    assert spark["created_at"] == "timestamp" and spark["updated_at"] == "timestamp_ntz"
+    assert spark["credit"] == "decimal(12,2)" and spark["scores"] == "array<int>"
+    credit = next(c for c in customers.columns if c.name == "credit")
+    assert credit.description == "Credit limit, in euros."
+
+    # Generated files follow; the registry file is the user's to edit from here on.
+    write(project)
+    assert check(project) == []
+    path = project / "tables" / "app.yml"
+    path.write_text(
+        path.read_text().replace(
+            "    key: [order_id, line]\n", "    key: [order_id, line]\n    delete_mode: soft\n"
+        )
+    )
+
+    # Run again after the source changed: a new table is appended (its key given), a new
+    # column of a registered table is reported, the user's edits stay.
+    with shop_pg.connect(autocommit=True) as conn:
+        conn.execute("alter table app.customers add column tier text")
+    assert main([*base, *pg_args, "--key", "audit_log=at,what"]) == 0
+    out = capsys.readouterr().out
+    assert "1 table(s) added: audit_log" in out
+    assert "customers: already registered; columns new at the source: ['tier']" in out
+    tables = {t.name: t for t in registry.load(project)[0].tables}
+    assert tables["audit_log"].key == ("at", "what")
+    assert tables["order_lines"].delete_mode == "soft"
+    assert "tier" not in {c.name for c in tables["customers"].columns}
+
+    # The password never goes in a flag.
+    assert main([*base, "--dsn", shop_pg.conninfo() + " password=x"]) == 2
+    assert "must not hold the password" in capsys.readouterr().err
+
+
+def test_from_landing_reads_the_embedded_schemas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sample's landing zone: customers lands with JsonConverter schemas, the other
+    northwind topics without; keys are never in the values."""
+    landing = tmp_path / "landing"
+    shutil.copytree(SAMPLE / "landing", landing)
+    project = tmp_path / "project"
+    project.mkdir()
+    args = ["--project", str(project), "from-landing", "--source", "nw", "--root", str(landing)]
+    assert main([*args, "--include", "northwind.public.*"]) == 0
+    out = capsys.readouterr().out
+    assert "0 table(s) added" in out
+    assert "skipped customers: key unknown from the landing" in out
+    assert "skipped orders: no line with an embedded schema (schemas off?)" in out
+    assert "suppliers" not in out  # not included
+
+    assert main([*args, "--include", "*customers", "--key", "customers=customer_id"]) == 0
+    assert "1 table(s) added: customers" in capsys.readouterr().out
+    [table] = registry.load(project)[0].tables
+    assert table.topic == "northwind.public.customers" and table.shape == "envelope"
+    declared = {c.name: spark_type(c.type) for c in table.columns}
+    # every column present when the first schema was written (loyalty_tier came later)
+    [sample] = [t for t in northwind.TABLES if t.name == "customers"]
+    assert declared == {c.name: spark_type(c.pg_type) for c in sample.initial_columns}
+    types = {c.name: c.type for c in table.columns}
+    assert types["external_id"] == "uuid" and types["profile"] == "jsonb"
+    assert types["tags"] == "text[]" and types["credit_limit"] == "numeric(12,2)"
+    write(project)
+    assert check(project) == []
+    assert (project / "models/silver/customers.sql").exists()
+
+
+def test_every_generated_file_names_its_registry_file() -> None:
+    for output in outputs(REPO):
+        head = output.text[:400]
+        assert MARK in head and "tables/" in head, output.path
