@@ -1,0 +1,318 @@
+"""Onboard a whole PostgreSQL schema with the generator, capture it, build it, test it.
+
+    python -m benchmarks.many_tables --tables 50 --work /tmp/many --out docs/benchmarks/many
+
+What a team with dozens of tables does on day one: a private PostgreSQL gets `--tables` tables
+of six shapes (single and composite keys; int, bigint, text, uuid keys; numeric, timestamps,
+dates, arrays, jsonb, bytea...), `--rows` rows each; `python -m cdc_lakehouse.tables
+from-postgres` registers them and `generate` writes their models into a fresh project (this
+repo's dbt_project.yml, macros and profiles; no sample tables); the capture tool snapshots
+them; then, timed: a full `dbt parse`, the initial `dbt build` (models and every data test), a
+no-op `dbt build`, and an incremental `dbt build` after changes (updates, deletes, inserts) to
+`--changed` tables. After every build each silver table is compared with PostgreSQL, cell by
+cell. Results: `<out>/many_tables.json` and a printed summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.measure import run_measured
+from cdc_lakehouse.capture import run_capture_subprocess
+from cdc_lakehouse.pg import TemporaryPostgres
+from cdc_lakehouse.sample.northwind import canonical_value
+
+REPO = Path(__file__).resolve().parents[1]
+DBT = Path(sys.executable).with_name("dbt")
+SCHEMA = "app"
+
+# Six table shapes: (columns with the PostgreSQL types the comparison canonicalises, key, the
+# insert of rows `lo..hi`, the change applied to a changed table).
+SHAPES: list[dict[str, Any]] = [
+    {
+        "columns": {
+            "id": "int",
+            "name": "text",
+            "amount": "numeric(12,2)",
+            "created_at": "timestamptz",
+            "updated_at": "timestamp",
+            "active": "boolean",
+        },
+        "key": ["id"],
+        "insert": "select g, 'name ' || g, g * 1.25, timestamptz '2026-01-01 00:00:00+00' + g * "
+        "interval '1 hour', timestamp '2026-01-01' + g * interval '1 minute', g % 2 = 0 "
+        "from generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set amount = amount + 1, name = name || ' (changed)' where id % 5 = 0",
+            "delete from {t} where id % 7 = 0",
+        ],
+    },
+    {
+        "columns": {
+            "id": "bigint",
+            "code": "varchar",
+            "tags": "text[]",
+            "doc": "jsonb",
+            "ext": "uuid",
+        },
+        "key": ["id"],
+        "insert": "select g, 'C' || g, array['a' || g, 'b'], jsonb_build_object('n', g, 'k', "
+        "'v'), md5(g::text)::uuid from generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set doc = doc || '{{\"changed\": true}}', tags = tags || 'c'::text "
+            "where id % 4 = 0",
+            "delete from {t} where id % 9 = 0",
+        ],
+    },
+    {
+        "columns": {"a": "int", "b": "int", "qty": "int", "price": "numeric(10,2)", "day": "date"},
+        "key": ["a", "b"],
+        "insert": "select g / 3, g % 3, g, g * 0.5, date '2026-01-01' + g from "
+        "generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set qty = qty + 100 where a % 3 = 0",
+            "delete from {t} where b = 2 and a % 2 = 0",
+        ],
+    },
+    {
+        "columns": {
+            "id": "text",
+            "note": "text",
+            "small": "smallint",
+            "blob": "bytea",
+            "seen": "timestamptz",
+        },
+        "key": ["id"],
+        "insert": "select 'k' || g, repeat('note ', g % 7), (g % 100)::smallint, "
+        "decode(md5(g::text), 'hex'), timestamptz '2026-02-01 00:00:00+00' + g * "
+        "interval '1 second' from generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set note = 'changed', seen = seen + interval '1 day' where small % 6 = 0",
+            "delete from {t} where small % 11 = 0",
+        ],
+    },
+    {
+        "columns": {
+            "id": "int",
+            "big": "bigint",
+            "scores": "int[]",
+            "label": "text",
+            "day": "date",
+        },
+        "key": ["id"],
+        "insert": "select g, g * 1000000000::bigint, array[g, g + 1], null, date '2025-06-01' + g "
+        "from generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set label = 'set', scores = scores || 0 where id % 3 = 0",
+            "delete from {t} where id % 8 = 0",
+        ],
+    },
+    {
+        "columns": {"id": "uuid", "payload": "jsonb", "amount": "numeric(8,3)", "at": "timestamp"},
+        "key": ["id"],
+        "insert": "select md5('r' || g)::uuid, jsonb_build_array(g, 'x'), g / 8.0, "
+        "timestamp '2026-03-01' + g * interval '1 second' from generate_series({lo}, {hi}) g",
+        "change": [
+            "update {t} set amount = amount * 2 where at < timestamp '2026-03-01 00:00:10'",
+            "delete from {t} where at > timestamp '2026-03-01 00:00:15'",
+        ],
+    },
+]
+
+
+def table_names(count: int) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"t{i:03d}_{'abcdef'[i % 6]}", SHAPES[i % 6]) for i in range(count)]
+
+
+def create_source(pg: TemporaryPostgres, count: int, rows: int) -> None:
+    with pg.connect(autocommit=True) as conn:
+        conn.execute(f"create schema {SCHEMA}")
+        for name, shape in table_names(count):
+            columns = ", ".join(f"{c} {t}" for c, t in shape["columns"].items())
+            key = ", ".join(shape["key"])
+            qualified = f"{SCHEMA}.{name}"
+            conn.execute(f"create table {qualified} ({columns}, primary key ({key}))")
+            conn.execute(f"comment on table {qualified} is 'Benchmark table of shape {name[-1]}.'")
+            conn.execute(f"insert into {qualified} {shape['insert'].format(lo=1, hi=rows)}")
+
+
+def change_source(pg: TemporaryPostgres, count: int, changed: int, rows: int) -> list[str]:
+    """Updates, deletes and inserts on `changed` tables spread over the shapes."""
+    chosen = table_names(count)[:: max(1, count // changed)][:changed]
+    with pg.connect(autocommit=True) as conn:
+        for name, shape in chosen:
+            qualified = f"{SCHEMA}.{name}"
+            for statement in shape["change"]:
+                conn.execute(statement.format(t=qualified))
+            lo, hi = rows + 1, rows + max(3, rows // 10)
+            conn.execute(f"insert into {qualified} {shape['insert'].format(lo=lo, hi=hi)}")
+    return [name for name, _ in chosen]
+
+
+def make_project(folder: Path) -> Path:
+    """A fresh project as a user starts one: this repo's settings, macros and profiles, and
+    no table until the generator registers them."""
+    folder.mkdir(parents=True)
+    shutil.copyfile(REPO / "dbt_project.yml", folder / "dbt_project.yml")
+    for name in ("macros", "profiles", "jars"):
+        (folder / name).symlink_to(REPO / name)
+    (folder / "tests").mkdir()
+    (folder / "tests" / "dbt").symlink_to(REPO / "tests" / "dbt")
+    (folder / "models").mkdir()
+    (folder / "models" / "cdc_columns.md").symlink_to(REPO / "models" / "cdc_columns.md")
+    return folder
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat): the dbt process
+    and the Spark JVM it starts, which dbt does not wait for (so no rusage sees it). Exact only
+    while nothing else runs."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], what: str) -> dict[str, Any]:
+    cpu = _machine_cpu()
+    result = run_measured(cmd, cwd=cwd, env=env, timeout=7200)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-60:])
+        raise RuntimeError(f"{what} failed ({result.returncode}):\n{tail}")
+    figures = {
+        "wall_seconds": round(result.seconds, 1),
+        "machine_cpu_seconds": round(_machine_cpu() - cpu, 1),
+        "peak_total_rss_mib": result.memory()["peak_total_rss_mib"],
+    }
+    print(f"{what}: {figures}", flush=True)
+    return figures
+
+
+def compare(pg: TemporaryPostgres, export_dir: Path, count: int) -> list[str]:
+    """Cell-by-cell differences between PostgreSQL and every silver table (empty when equal)."""
+    problems = []
+    with pg.connect() as conn:
+        for name, shape in table_names(count):
+            types = shape["columns"]
+            cursor = conn.execute(f"select * from {SCHEMA}.{name}")
+            names = [d.name for d in cursor.description]
+            expected = {}
+            for row in cursor.fetchall():
+                canon = {c: canonical_value(types[c], v) for c, v in zip(names, row, strict=True)}
+                expected[tuple(canon[k] for k in shape["key"])] = canon
+            actual = {}
+            for part in sorted((export_dir / f"silver.{name}").glob("part-*")):
+                for line in part.read_text().splitlines():
+                    row = json.loads(line)
+                    canon = {}
+                    for column, pg_type in types.items():
+                        value = row.get(column)
+                        if value is not None and pg_type.endswith("[]") and isinstance(value, str):
+                            value = json.loads(value)
+                        canon[column] = canonical_value(pg_type, value)
+                    actual[tuple(canon[k] for k in shape["key"])] = canon
+            for key in sorted(set(expected) ^ set(actual), key=str):
+                side = "PostgreSQL" if key in expected else "the lake"
+                problems.append(f"{name} {key}: only in {side}")
+            for key in sorted(set(expected) & set(actual), key=str):
+                if expected[key] != actual[key]:
+                    problems.append(f"{name} {key}: {expected[key]} != {actual[key]}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", type=int, default=50)
+    parser.add_argument("--rows", type=int, default=20)
+    parser.add_argument("--changed", type=int, default=5)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.work.exists():
+        shutil.rmtree(args.work)
+    project = make_project(args.work / "project")
+    landing, lakehouse = args.work / "landing", args.work / "lakehouse"
+    env = {
+        **os.environ,
+        "DBT_PROFILES_DIR": str(REPO / "profiles"),
+        "CDC_LAKEHOUSE_DIR": str(lakehouse),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+    results: dict[str, Any] = {"tables": args.tables, "rows_per_table": args.rows}
+    tool = [sys.executable, "-m", "cdc_lakehouse.tables", "--project", str(project)]
+
+    def dbt(*dbt_args: str, export: str | None = None) -> list[str]:
+        variables = {"cdc_landing_root": str(landing)}
+        if export:
+            variables["cdc_export_dir"] = str(lakehouse / "exports" / export)
+        return [str(DBT), *dbt_args, "--vars", json.dumps(variables)]
+
+    with TemporaryPostgres("many") as pg:
+        create_source(pg, args.tables, args.rows)
+        started = time.monotonic()
+        onboard = [*tool, "from-postgres", "--source", SCHEMA, "--dsn", pg.conninfo()]
+        results["from_postgres"] = run([*onboard, "--schema", SCHEMA], project, env, "onboard")
+        results["generate"] = run([*tool, "generate"], project, env, "generate")
+        registry_lines = len((project / "tables" / f"{SCHEMA}.yml").read_text().splitlines())
+        generated = [p for p in project.rglob("*") if p.is_file() and not p.is_symlink()]
+        results["registry_lines_per_table"] = round(registry_lines / args.tables, 1)
+        results["generated_files"] = len(generated) - 2  # dbt_project.yml, the registry file
+        results["onboard_seconds"] = round(time.monotonic() - started, 1)
+
+        config = {
+            "name": SCHEMA,
+            "host": pg.host,
+            "port": pg.port,
+            "database": pg.database,
+            "user": pg.user,
+            "tables": [f"{SCHEMA}.{name}" for name, _ in table_names(args.tables)],
+            "out": str(landing),
+            "state_dir": str(args.work / "capture-state"),
+            "topic_prefix": SCHEMA,
+        }
+        for step in ("snapshot", "changes"):
+            if step == "changes":
+                results["changed_tables"] = change_source(pg, args.tables, args.changed, args.rows)
+            capture = run_capture_subprocess(config, timeout=600)
+            if capture.returncode != 0:
+                raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+            if step == "snapshot":
+                results["parse"] = run(dbt("parse", "--no-partial-parse"), project, env, "parse")
+                results["initial_build"] = run(
+                    dbt("build", export="initial"), project, env, "build"
+                )
+                problems = compare(pg, lakehouse / "exports" / "initial", args.tables)
+                results["initial_mismatches"] = len(problems)
+                results["noop_build"] = run(dbt("build"), project, env, "no-op build")
+            else:
+                results["incremental_build"] = run(
+                    dbt("build", export="incremental"), project, env, "incremental build"
+                )
+                problems = compare(pg, lakehouse / "exports" / "incremental", args.tables)
+                results["incremental_mismatches"] = len(problems)
+            for line in problems[:20]:
+                print(f"MISMATCH {line}", flush=True)
+        run_results = json.loads((project / "target" / "run_results.json").read_text())
+        kinds: dict[str, int] = {}
+        for result in run_results["results"]:
+            kind = result["unique_id"].split(".", 1)[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
+        results["nodes_per_build"] = kinds
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "many_tables.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(yaml.safe_dump(results, sort_keys=False))
+    ok = results["initial_mismatches"] == 0 and results["incremental_mismatches"] == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
