@@ -8,6 +8,11 @@ its JVM live as long as the process:
 
     python -m cdc_lakehouse.continuous --every 60 -- build
     python -m cdc_lakehouse.continuous --runs 3 -- build --select tag:cdc_flatten+
+    python -m cdc_lakehouse.continuous --every 60 --changed-only -- build
+
+With `--changed-only`, each run builds only the tables whose landing topics changed since the
+last successful run, and what depends on them, and a run where nothing landed is skipped
+(`cdc_lakehouse.changed`): the cost of a run follows the tables that changed.
 
 Each run prints one JSON line (start time, seconds, success). A failed run is reported and the
 loop goes on with the next one; with `--runs`, the exit status is that of the last run. The
@@ -34,10 +39,13 @@ def invoke_repeatedly(
     runs: int = 0,
     every: float = 0.0,
     before_each: Callable[[], object] | None = None,
+    choose: Callable[[list[str]], tuple[list[str] | None, Callable[[], None], str]] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
-    seconds after the previous one started; `before_each` runs first (untimed). Yields one
-    report per run: run number, start time, seconds, success (and the error, if any)."""
+    seconds after the previous one started; `before_each` runs first (untimed). `choose`, when
+    given, turns the command into this run's (None: skip the run) and returns what to call
+    after a successful run, and why. Yields one report per run: run number, start time,
+    seconds, success (and the error, if any)."""
     from dbt.cli.main import dbtRunner
 
     runner = dbtRunner()
@@ -48,9 +56,19 @@ def invoke_repeatedly(
             before_each()
         started = time.monotonic()
         at = datetime.now(UTC).isoformat(timespec="seconds")
+        this_run, after_success, why = list(command), None, None
+        error: BaseException | None = None
         try:
-            result = runner.invoke(list(command))
-            success, error = result.success, result.exception
+            if choose is not None:
+                chosen, after_success, why = choose(list(command))
+                this_run = chosen
+            if this_run is None:
+                success = True
+            else:
+                result = runner.invoke(this_run)
+                success, error = result.success, result.exception
+                if success and after_success is not None:
+                    after_success()
         except Exception as exc:  # a run's failure must not end the loop
             success, error = False, exc
         report: dict[str, Any] = {
@@ -59,12 +77,48 @@ def invoke_repeatedly(
             "seconds": round(time.monotonic() - started, 2),
             "success": success,
         }
+        if why is not None:
+            report["changed"] = why
+        if this_run is None:
+            report["skipped"] = True
         if error is not None:
             report["error"] = str(error)
         yield report
         if runs and run >= runs:
             break
         time.sleep(max(0.0, every - (time.monotonic() - started)))
+
+
+def changed_only_chooser() -> Callable[
+    [list[str]], tuple[list[str] | None, Callable[[], None], str]
+]:
+    """Each run's command for `--changed-only`: see cdc_lakehouse.changed (same defaults: the
+    project in the current folder, $CDC_LANDING_ROOT, the listing beside the lakehouse)."""
+    from pathlib import Path
+
+    from cdc_lakehouse import changed
+
+    project = Path.cwd()
+    root = os.environ.get("CDC_LANDING_ROOT", "sample/landing")
+    state = (
+        Path(os.environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")) / changed.LISTING_FILE
+    ).resolve()
+
+    def choose(command: list[str]) -> tuple[list[str] | None, Callable[[], None], str]:
+        selection, listing, why = changed.plan(project, root, state)
+
+        def after_success() -> None:
+            if listing is not None:
+                changed.save(state, listing)
+
+        if selection == []:
+            after_success()
+            return None, after_success, why
+        if selection is not None:
+            command = changed.with_selection(command, selection)
+        return command, after_success, why
+
+    return choose
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,12 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--every", type=float, default=60.0, help="seconds from one run's start to the next's"
     )
     parser.add_argument("--runs", type=int, default=0, help="stop after this many runs (0: never)")
+    parser.add_argument(
+        "--changed-only",
+        action="store_true",
+        help="build only the tables whose landing topics changed (cdc_lakehouse.changed)",
+    )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     success = True
+    choose = changed_only_chooser() if args.changed_only else None
     try:
-        for report in invoke_repeatedly(command, runs=args.runs, every=args.every):
+        for report in invoke_repeatedly(command, runs=args.runs, every=args.every, choose=choose):
             success = report["success"]
             print(json.dumps(report), flush=True)
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from lakehouse import REPO, SAMPLE
 
+from cdc_lakehouse import changed
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import northwind
 from cdc_lakehouse.spec import spark_type
@@ -353,3 +354,41 @@ def test_every_generated_file_names_its_registry_file() -> None:
     for output in outputs(REPO):
         head = output.text[:400]
         assert MARK in head and "tables/" in head, output.path
+
+
+def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
+    """`python -m cdc_lakehouse.changed` selects the tables whose topic folders changed since
+    the listing the last successful run saved; everything on a first run or a remote root."""
+    project = project_with(tmp_path, SHOP + INVOICES)
+    landing = tmp_path / "landing"
+    state = tmp_path / "lakehouse" / changed.LISTING_FILE
+    accounts = landing / "topics" / "shop.public.accounts" / "partition=0"
+    accounts.mkdir(parents=True)
+    (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n")
+
+    selection, listing, why = changed.plan(project, str(landing), state)
+    assert selection is None and "no listing saved" in why  # first run: everything
+    changed.save(state, listing)
+    assert changed.plan(project, str(landing), state)[0] == []  # nothing landed: no run
+
+    invoices = landing / "topics" / "shop.public.invoices" / "partition=0"
+    invoices.mkdir(parents=True)
+    (invoices / "shop.public.invoices+0+0000000000.json").write_text("{}\n")
+    selection, listing, why = changed.plan(project, str(landing), state)
+    assert selection == ["source:landing_shop.invoices+"], why
+    assert why == "1 of 2 tables changed: shop.invoices"
+    changed.save(state, listing)
+
+    # a file rewritten in place (same name, new size) is a change too
+    (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n{}\n")
+    assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.accounts+"]
+    # a relative root is the project's, as dbt reads it
+    (project / "landing").symlink_to(landing)
+    assert changed.plan(project, "landing", state)[0] == ["source:landing_shop.accounts+"]
+    assert changed.plan(project, "s3a://bucket/landing", state)[0] is None
+    assert changed.plan(project, str(landing), state, build_all=True)[0] is None
+    assert changed.with_selection(["build", "--exclude", "x"], ["source:a.b+"]) == [
+        "build", "--exclude", "x", "--select", "source:a.b+"
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="--select is chosen by this tool"):
+        changed.with_selection(["build", "--select", "x"], ["source:a.b+"])

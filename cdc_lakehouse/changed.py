@@ -1,0 +1,160 @@
+"""Build only what new landing files change: the cost of a run follows the tables that changed.
+
+    python -m cdc_lakehouse.changed                   # = dbt build, changed tables only
+    python -m cdc_lakehouse.changed -- build --exclude tag:slow
+
+A plain `dbt build` runs every model and test of every table, even when one topic received files:
+with 50 tables, a build where nothing landed still costs minutes. This lists the landing zone's
+topic folders (names, sizes, modification times of their files: no file is read), compares the
+listing with the one saved by the last successful run, and builds only the registered tables
+whose topic changed, and what depends on them: `dbt build --select source:landing_<S>.<T>+ ...`
+(flatten, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
+them). Nothing changed: no dbt run at all. The listing is taken before the build and saved only
+when it succeeds, so files that land during a build, and tables of a failed build, are selected
+again next time. The first run (no saved listing), a landing root that is not a local folder, or
+`--all` builds everything.
+
+Only landing changes are seen: after editing models or the registry, run a full `dbt build`
+(or `--all`). The listing lives beside the lakehouse (`$CDC_LAKEHOUSE_DIR/cdc_landing_listing.json`)
+so each lakehouse has its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cdc_lakehouse.tables.registry import Table, tables
+
+LISTING_FILE = "cdc_landing_listing.json"
+Listing = dict[str, list[list]]  # topic -> [[relative name, size, mtime_ns], ...] sorted
+
+
+def local_root(root: str) -> Path | None:
+    """The landing root as a local folder, or None for an object-store URI."""
+    parts = urlsplit(root)
+    if parts.scheme in ("", "file"):
+        return Path(parts.path if parts.scheme else root)
+    return None
+
+
+def list_topics(root: Path, topics: Sequence[str]) -> Listing:
+    """Files of each topic folder (missing folders list as empty)."""
+    listing: Listing = {}
+    for topic in topics:
+        folder = root / "topics" / topic
+        files = []
+        if folder.is_dir():
+            for dirpath, _, names in os.walk(folder):
+                for name in names:
+                    path = Path(dirpath) / name
+                    stat = path.stat()
+                    files.append(
+                        [path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns]
+                    )
+        listing[topic] = sorted(files)
+    return listing
+
+
+def changed_tables(
+    registered: Sequence[Table], previous: Mapping[str, list], current: Listing
+) -> list[Table]:
+    return [t for t in registered if current.get(t.topic) != previous.get(t.topic)]
+
+
+def selectors(changed: Sequence[Table]) -> list[str]:
+    return [f"source:{t.landing_source}.{t.name}+" for t in changed]
+
+
+def plan(
+    project: Path, root: str, state: Path, build_all: bool = False
+) -> tuple[list[str] | None, Listing | None, str]:
+    """(dbt selectors, or None for everything; the listing to save after success; why)."""
+    registered = tables(project)
+    folder = local_root(root)
+    if folder is None:
+        return None, None, f"landing root {root} is not a local folder: building everything"
+    if not folder.is_absolute():
+        folder = project / folder  # dbt reads a relative root from the project folder
+    current = list_topics(folder, [t.topic for t in registered])
+    if build_all:
+        return None, current, "--all: building everything"
+    if not state.exists():
+        return None, current, "no listing saved by an earlier run: building everything"
+    previous = json.loads(state.read_text())
+    changed = changed_tables(registered, previous, current)
+    names = ", ".join(f"{t.source}.{t.name}" for t in changed) or "none"
+    return (
+        selectors(changed),
+        current,
+        f"{len(changed)} of {len(registered)} tables changed: {names}",
+    )
+
+
+def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str]:
+    """The dbt command with `--select` the changed tables (added to the user's own)."""
+    command = list(command)
+    for flag in ("--select", "-s"):
+        if flag in command:
+            raise ValueError(f"{flag} is chosen by this tool; use --exclude to narrow it")
+    return [*command, "--select", *selection]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cdc_lakehouse.changed",
+        description="dbt build of the tables whose landing topics changed since the last run",
+    )
+    parser.add_argument("--project", default=".", help="dbt project folder (default: .)")
+    parser.add_argument(
+        "--landing-root",
+        default=os.environ.get("CDC_LANDING_ROOT", "sample/landing"),
+        help="landing root dbt reads (default: $CDC_LANDING_ROOT or sample/landing)",
+    )
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path(os.environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")) / LISTING_FILE,
+        help="listing saved by the last successful run",
+    )
+    parser.add_argument("--all", action="store_true", help="build everything (save the listing)")
+    parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
+    args = parser.parse_args(argv)
+    command = [a for a in args.dbt_args if a != "--"] or ["build"]
+    project = Path(args.project).resolve()
+    state = args.state.resolve()
+    selection, listing, why = plan(project, args.landing_root, state, args.all)
+    print(f"cdc_lakehouse.changed: {why}", flush=True)
+    if selection == []:
+        if listing is not None:
+            save(state, listing)
+        return 0
+    if selection is not None:
+        command = with_selection(command, selection)
+    if "--vars" not in command:
+        command += ["--vars", json.dumps({"cdc_landing_root": args.landing_root})]
+    from dbt.cli.main import dbtRunner
+
+    os.chdir(project)
+    result = dbtRunner().invoke(command)
+    if result.success and listing is not None:
+        save(state, listing)
+    sys.stdout.flush()
+    # The JVM's non-daemon threads would keep a normal interpreter exit waiting.
+    os._exit(0 if result.success else 1)
+
+
+def save(path: Path, listing: Listing) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(listing))
+    temporary.replace(path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
