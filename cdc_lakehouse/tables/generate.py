@@ -186,7 +186,8 @@ def _pipeline(names: Iterable[str], layer: str) -> list[dict[str, Any]]:
         tagged = f"{name}@{layer}"
         doc = DOC_NAMES.get(tagged) or (name[1:] if name.startswith("_") else f"cdc_{name}")
         entry: dict[str, Any] = {"name": name, "description": _doc(doc)}
-        if name in NOT_NULL or tagged in NOT_NULL:
+        # bronze keeps rejected lines, whose pipeline columns are null
+        if layer != "flatten" and (name in NOT_NULL or tagged in NOT_NULL):
             entry["data_tests"] = ["not_null"]
         columns.append(entry)
     return columns

@@ -392,3 +392,19 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="--select is chosen by this tool"):
         changed.with_selection(["build", "--select", "x"], ["source:a.b+"])
+
+
+def test_bronze_pipeline_columns_carry_no_tests() -> None:
+    """Bronze keeps rejected lines, whose pipeline columns (`_cdc_seq`...) are null: a
+    not_null test there fails the build as soon as one line is rejected (caught by the oracle's
+    malformed-lines fault); the change log and silver test them."""
+    path = REPO / "python_models/flatten/northwind/_northwind__flatten.yml"
+    for model in yaml.safe_load(path.read_text())["models"]:
+        tested = [c["name"] for c in model["columns"] if c.get("data_tests")]
+        assert not [c for c in tested if c.startswith("_cdc_")], model["name"]
+    staging = yaml.safe_load(
+        (REPO / "models/staging/northwind/_northwind__staging.yml").read_text()
+    )
+    for model in staging["models"]:
+        seq = next(c for c in model["columns"] if c["name"] == "_cdc_seq")
+        assert seq["data_tests"] == ["not_null"], model["name"]
