@@ -1,6 +1,6 @@
 """Onboard a whole PostgreSQL schema with the generator, capture it, build it, test it.
 
-    python -m benchmarks.many_tables --tables 50 --work /tmp/many --out docs/benchmarks/many
+    python -m benchmarks.many_tables --tables 50 --work "$(mktemp -d)" --out docs/benchmarks
 
 What a team with dozens of tables does on day one: a private PostgreSQL gets `--tables` tables
 of six shapes (single and composite keys; int, bigint, text, uuid keys; numeric, timestamps,
