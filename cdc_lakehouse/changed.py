@@ -25,7 +25,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -105,6 +105,26 @@ def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str
     return [*command, "--select", *selection]
 
 
+def next_run(
+    project: Path, root: str, state: Path, command: Sequence[str], build_all: bool = False
+) -> tuple[list[str] | None, Callable[[], None], str]:
+    """This run's dbt command (None: nothing landed, do not run dbt), what to call once it has
+    succeeded (save the listing taken before it), and why. Shared by `main` and
+    `cdc_lakehouse.continuous --changed-only`."""
+    selection, listing, why = plan(project, root, state, build_all)
+
+    def after_success() -> None:
+        if listing is not None:
+            save(state, listing)
+
+    if selection == []:
+        after_success()
+        return None, after_success, why
+    if selection is None:
+        return list(command), after_success, why
+    return with_selection(command, selection), after_success, why
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cdc_lakehouse.changed",
@@ -128,22 +148,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     project = Path(args.project).resolve()
     state = args.state.resolve()
-    selection, listing, why = plan(project, args.landing_root, state, args.all)
+    command, after_success, why = next_run(project, args.landing_root, state, command, args.all)
     print(f"cdc_lakehouse.changed: {why}", flush=True)
-    if selection == []:
-        if listing is not None:
-            save(state, listing)
+    if command is None:
         return 0
-    if selection is not None:
-        command = with_selection(command, selection)
     if "--vars" not in command:
         command += ["--vars", json.dumps({"cdc_landing_root": args.landing_root})]
     from dbt.cli.main import dbtRunner
 
     os.chdir(project)
     result = dbtRunner().invoke(command)
-    if result.success and listing is not None:
-        save(state, listing)
+    if result.success:
+        after_success()
     sys.stdout.flush()
     # The JVM's non-daemon threads would keep a normal interpreter exit waiting.
     os._exit(0 if result.success else 1)

@@ -105,18 +105,7 @@ def changed_only_chooser() -> Callable[
     ).resolve()
 
     def choose(command: list[str]) -> tuple[list[str] | None, Callable[[], None], str]:
-        selection, listing, why = changed.plan(project, root, state)
-
-        def after_success() -> None:
-            if listing is not None:
-                changed.save(state, listing)
-
-        if selection == []:
-            after_success()
-            return None, after_success, why
-        if selection is not None:
-            command = changed.with_selection(command, selection)
-        return command, after_success, why
+        return changed.next_run(project, root, state, command)
 
     return choose
 
