@@ -6,9 +6,15 @@ incremental build. This process runs the commands with `dbtRunner`, the function
 calls, so dbt-spark's in-process SparkSession survives from one command to the next; results
 are what the CLI would give (exit code 0 success, 1 failure, 2 error, and the same output).
 
-Protocol: one JSON command per line on stdin (`{"args": [...]}`); one JSON reply per command
-(`{"returncode": int, "output": str}`) on the file descriptor given as argv[1] (stdout is left
-to the JVM's own printing). Started and stopped by `lakehouse.run_dbt` / `stop_dbt_worker`.
+One process serves every lakehouse of a test process in turn (lakehouse.py keeps the JVM's
+metastore and warehouse in one folder and links each test's lakehouse to it): between two
+lakehouses it drops every table and view (`reset`), which costs a fraction of a second, where a
+new JVM costs about 60 CPU seconds of class loading and JIT compilation before it is warm.
+
+Protocol: one JSON request per line on stdin, `{"args": [...], "cwd": project_dir}` for a dbt
+command or `{"reset": true}`; one JSON reply per request (`{"returncode": int, "output": str}`)
+on the file descriptor given as argv[1] (stdout is left to the JVM's own printing). Started and
+stopped by `lakehouse.run_dbt` / `stop_dbt_worker`.
 """
 
 from __future__ import annotations
@@ -21,19 +27,50 @@ import sys
 import traceback
 
 
+def reset_catalog() -> str:
+    """Drop every table, view and database of the session's catalog (the metastore is the
+    JVM's own, see lakehouse.py), temporary views and cached data: the next command finds an
+    empty lakehouse, as a new process would. Dropping through the catalog also empties
+    Iceberg's and Spark's table caches. Data files stay: the caller deletes the warehouse."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession._instantiatedSession
+    if spark is None:  # no dbt command has opened the session yet
+        return "no session"
+    dropped = []
+    for database in spark.catalog.listDatabases():
+        for table in spark.catalog.listTables(database.name):
+            if table.isTemporary:
+                spark.catalog.dropTempView(table.name)
+                continue
+            kind = "view" if table.tableType == "VIEW" else "table"
+            spark.sql(f"drop {kind} if exists `{database.name}`.`{table.name}`")
+            dropped.append(f"{database.name}.{table.name}")
+        if database.name != "default":
+            spark.sql(f"drop database if exists `{database.name}` cascade")
+    spark.catalog.setCurrentDatabase("default")
+    spark.catalog.clearCache()
+    return f"dropped {len(dropped)} tables and views"
+
+
 def main() -> None:
     from dbt.cli.main import dbtRunner
 
     replies = os.fdopen(int(sys.argv[1]), "w")
     for line in sys.stdin:
-        args = json.loads(line)["args"]
+        request = json.loads(line)
         output = io.StringIO()
         try:
-            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-                result = dbtRunner().invoke(args)
-            returncode = 0 if result.success else (2 if result.exception else 1)
-            if result.exception is not None:
-                output.write(f"\n{type(result.exception).__name__}: {result.exception}\n")
+            if request.get("reset"):
+                output.write(reset_catalog())
+                returncode = 0
+            else:
+                os.chdir(request["cwd"])
+                with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+                    result = dbtRunner().invoke(request["args"])
+                returncode = 0 if result.success else (2 if result.exception else 1)
+                if result.exception is not None:
+                    output.write(f"\n{type(result.exception).__name__}: {result.exception}\n")
         except BaseException:  # noqa: BLE001 - report anything to the test, keep serving
             output.write(traceback.format_exc())
             returncode = 2

@@ -2,9 +2,10 @@
 
 Every lakehouse is a private folder (`CDC_LAKEHOUSE_DIR`: Derby metastore, Iceberg warehouse),
 so tests never touch the developer's `.lakehouse/`. dbt commands on the embedded target run in
-a long-lived dbt process for that lakehouse (dbt_worker.py: a warm JVM from one command to the
-next); commands with their own environment (cluster targets) run as `dbt` CLI subprocesses.
-Derby is single-process: `stop_dbt_worker` before anything else opens the same lakehouse.
+one long-lived dbt process per test process (dbt_worker.py: a warm JVM from one command and one
+lakehouse to the next, see `_hold`); commands with their own environment (cluster targets) run
+as `dbt` CLI subprocesses. Derby is single-process: `stop_dbt_worker` before anything else
+opens the same lakehouse.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,18 +30,17 @@ DBT = Path(sys.executable).with_name("dbt")
 
 
 class _Worker:
-    """The dbt_worker.py process serving one lakehouse."""
+    """The dbt_worker.py process: its JVM's metastore and warehouse live in `engine`."""
 
-    def __init__(self, lakehouse: Path, project_dir: Path, env: dict[str, str]):
-        self.lakehouse = lakehouse
-        self.serves = (lakehouse, project_dir)
+    def __init__(self, engine: Path, env: dict[str, str]):
+        self.engine = engine
         read, write = os.pipe()
-        (lakehouse / "logs").mkdir(parents=True, exist_ok=True)
-        with (lakehouse / "logs" / "dbt-worker.out").open("a") as log:
+        (engine / "logs").mkdir(parents=True, exist_ok=True)
+        with (engine / "logs" / "dbt-worker.out").open("a") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("dbt_worker.py")), str(write)],
-                cwd=project_dir,
-                env=env,
+                cwd=REPO,
+                env={**env, "CDC_LAKEHOUSE_DIR": str(engine)},
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -49,15 +50,15 @@ class _Worker:
         os.close(write)
         self.replies = os.fdopen(read)
 
-    def run(self, args: list[str], timeout: int) -> tuple[int, str]:
+    def request(self, request: dict[str, Any], timeout: int) -> tuple[int, str]:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"args": args}) + "\n")
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.replies], [], [], timeout)
         line = self.replies.readline() if ready else ""
         if not line:
             self.stop()
-            raise AssertionError(f"dbt {' '.join(args)}: no answer from the dbt worker")
+            raise AssertionError(f"dbt worker: no answer to {request}")
         reply = json.loads(line)
         return reply["returncode"], reply["output"]
 
@@ -73,13 +74,59 @@ class _Worker:
         self.replies.close()
 
 
+# One engine folder per test process holds the worker JVM's Derby metastore and Iceberg
+# warehouse; the lakehouse it currently holds links `metastore_db` and `warehouse` to it, so a
+# `dbt` CLI run on that lakehouse (a build to be killed, say) sees the same tables. Moving to
+# another lakehouse drops the tables of the previous one (which may not be used again: it is
+# an error) and keeps the JVM warm.
 _worker: _Worker | None = None
+_engine: Path | None = None
+_holder: Path | None = None
+_released: set[Path] = set()
+LINKED = ("metastore_db", "warehouse")
+
+
+def _shared_engine() -> Path:
+    global _engine
+    if _engine is None:
+        _engine = Path(tempfile.mkdtemp(prefix="cdc-test-engine-"))
+        atexit.register(shutil.rmtree, _engine, True)
+    return _engine
+
+
+def _hold(lakehouse: Path) -> None:
+    """Make the shared engine hold `lakehouse` (empty at first use)."""
+    global _holder
+    if _holder == lakehouse:
+        return
+    if lakehouse in _released:
+        raise AssertionError(
+            f"{lakehouse} was emptied when the tests' dbt process moved to another lakehouse; "
+            "a test that returns to a lakehouse must finish with it before building another"
+        )
+    engine = _shared_engine()
+    if _holder is not None:
+        if _worker is not None:
+            returncode, output = _worker.request({"reset": True}, timeout=300)
+            assert returncode == 0, f"dbt worker reset failed:\n{output}"
+        else:  # no JVM holds the metastore: start the next lakehouse from nothing
+            shutil.rmtree(engine / "metastore_db", ignore_errors=True)
+        for name in LINKED:
+            (_holder / name).unlink(missing_ok=True)
+        _released.add(_holder)
+        shutil.rmtree(engine / "warehouse", ignore_errors=True)  # the dropped tables' files
+    (engine / "warehouse").mkdir(exist_ok=True)
+    lakehouse.mkdir(parents=True, exist_ok=True)
+    for name in LINKED:
+        (lakehouse / name).symlink_to(engine / name)
+    _holder = lakehouse
 
 
 def stop_dbt_worker(lakehouse: Path | None = None) -> None:
-    """End the warm dbt process (only if it serves `lakehouse`, when given)."""
+    """End the warm dbt process (only if it holds `lakehouse`, when given): before a `dbt` CLI
+    process opens that lakehouse (Derby admits one process)."""
     global _worker
-    if _worker is not None and (lakehouse is None or _worker.lakehouse == lakehouse):
+    if _worker is not None and (lakehouse is None or _holder == lakehouse):
         _worker.stop()
         _worker = None
 
@@ -99,7 +146,7 @@ def run_dbt(
 ) -> subprocess.CompletedProcess[str]:
     """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output.
     `env` adds environment variables (a profile target's settings, for instance): such commands
-    run as a `dbt` subprocess; the rest in the warm dbt process of the lakehouse and project."""
+    run as a `dbt` subprocess; the rest in the tests' warm dbt process (see `_hold`)."""
     global _worker
     full_env = {
         **os.environ,
@@ -112,11 +159,11 @@ def run_dbt(
     if variables:
         options += ["--vars", json.dumps(dict(variables))]
     if env is None:
-        if _worker is not None and _worker.serves != (lakehouse, project_dir):
-            stop_dbt_worker()
+        _hold(lakehouse)
         if _worker is None:
-            _worker = _Worker(lakehouse, project_dir, full_env)
-        returncode, output = _worker.run([*args, *options], timeout)
+            _worker = _Worker(_shared_engine(), full_env)
+        request = {"args": [*args, *options], "cwd": str(project_dir)}
+        returncode, output = _worker.request(request, timeout)
         result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
     else:
         stop_dbt_worker(lakehouse)  # Derby: one process per metastore

@@ -230,6 +230,40 @@ MALFORMED = [
 ]
 
 
+def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path]) -> None:
+    """The silver data tests fail on what they guard against: a row of a key the change log
+    deleted (silver.products is hard-delete), and the unchanged-TOAST placeholder as the bytes of
+    a bytea column. It writes to the fixture's silver, then repairs it; it runs before the
+    `stepwise` fixture is built, after which the tests' dbt process holds that lakehouse."""
+    lakehouse = full["first"].parents[1]
+    silver = read_export(full["first"], "silver.products")
+    columns = list(column_types(full["first"], "silver.products"))
+    live = {row["product_id"] for row in silver}
+    bronze = read_export(full["first"], "bronze.flat_northwind__products")
+    deleted = next(r for r in bronze if r["_cdc_op"] == "d" and r["product_id"] not in live)
+    key, seq = int(deleted["product_id"]), int(Decimal(str(deleted["_cdc_seq"])))
+    resurrected = {"product_id": str(key), "_cdc_seq": f"cast({seq - 1} as decimal(38,0))"}
+    placeholder = {"product_id": "-7", "thumbnail": f"cast('{PLACEHOLDER}' as binary)"}
+
+    def sql(statement: str) -> None:
+        args = json.dumps({"sql": statement})
+        run_dbt(["run-operation", "run_query", "--args", args], lakehouse=lakehouse)
+
+    data_tests = ["test", "--select", "products", "--exclude-resource-type", "unit_test"]
+    for replaced in (resurrected, placeholder):
+        values = ", ".join(f"{replaced.get(c, c)} as {c}" for c in columns)
+        sql(f"insert into silver.products select {values} from silver.products limit 1")
+    try:
+        result = run_dbt(data_tests, lakehouse=lakehouse, check=False)
+        failed = "\n".join(line for line in result.stdout.splitlines() if " FAIL " in line)
+        assert result.returncode != 0
+        assert "cdc_hard_deletes_removed_products_" in failed, result.stdout[-3000:]
+        assert "cdc_no_toast_placeholder_products_" in failed, result.stdout[-3000:]
+    finally:
+        sql(f"delete from silver.products where product_id in ({key}, -7)")
+    run_dbt(data_tests, lakehouse=lakehouse)
+
+
 def malformed_lines(good_event: str) -> list[str]:
     event = json.loads(good_event)
     unknown_op = {**event, "op": "x"}
@@ -361,36 +395,3 @@ def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:
             assert [step2[name][c] for c in counts] == expected, name
         assert step2[name]["lines_rejected"] == (3 if table.name == "orders" else 0)
         assert step2[name]["loaded_watermark"] > step1[name]["loaded_watermark"]
-
-
-def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path]) -> None:
-    """The silver data tests fail on what they guard against: a row of a key the change log
-    deleted (silver.products is hard-delete), and the unchanged-TOAST placeholder as the bytes of
-    a bytea column. Runs last in this file: it writes to the fixture's silver, then repairs it."""
-    lakehouse = full["first"].parents[1]
-    silver = read_export(full["first"], "silver.products")
-    columns = list(column_types(full["first"], "silver.products"))
-    live = {row["product_id"] for row in silver}
-    bronze = read_export(full["first"], "bronze.flat_northwind__products")
-    deleted = next(r for r in bronze if r["_cdc_op"] == "d" and r["product_id"] not in live)
-    key, seq = int(deleted["product_id"]), int(Decimal(str(deleted["_cdc_seq"])))
-    resurrected = {"product_id": str(key), "_cdc_seq": f"cast({seq - 1} as decimal(38,0))"}
-    placeholder = {"product_id": "-7", "thumbnail": f"cast('{PLACEHOLDER}' as binary)"}
-
-    def sql(statement: str) -> None:
-        args = json.dumps({"sql": statement})
-        run_dbt(["run-operation", "run_query", "--args", args], lakehouse=lakehouse)
-
-    data_tests = ["test", "--select", "products", "--exclude-resource-type", "unit_test"]
-    for replaced in (resurrected, placeholder):
-        values = ", ".join(f"{replaced.get(c, c)} as {c}" for c in columns)
-        sql(f"insert into silver.products select {values} from silver.products limit 1")
-    try:
-        result = run_dbt(data_tests, lakehouse=lakehouse, check=False)
-        failed = "\n".join(line for line in result.stdout.splitlines() if " FAIL " in line)
-        assert result.returncode != 0
-        assert "cdc_hard_deletes_removed_products_" in failed, result.stdout[-3000:]
-        assert "cdc_no_toast_placeholder_products_" in failed, result.stdout[-3000:]
-    finally:
-        sql(f"delete from silver.products where product_id in ({key}, -7)")
-    run_dbt(data_tests, lakehouse=lakehouse)
