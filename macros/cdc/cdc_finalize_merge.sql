@@ -8,6 +8,11 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
+    {%- set kind = cdc_batch_kind(this, take=true) -%}
+    {%- if kind == 'nothing_new' -%}
+        {#- Nothing landed since the watermark: no batch table was made, nothing moves. -#}
+        {{ return('') }}
+    {%- endif -%}
     {{ cdc_drop_table_if_present(cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
         {#- The newest change loaded, which the run has applied whether it was incremental or a
@@ -17,7 +22,7 @@
         {% endcall %}
         {{ return('') }}
     {%- endif -%}
-    {%- if cdc_batch_kind(this, take=true) != 'full' -%}
+    {%- if kind != 'full' -%}
         {{ return('') }}
     {%- endif -%}
 

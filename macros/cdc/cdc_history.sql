@@ -104,16 +104,14 @@
     {%- endfor -%}
 {%- endif -%}
 {%- set tracked = attributes | reject('in', ignore_columns) | list -%}
-{#- The primary-key-change machinery only when the change log holds one: its map and lambda
-    make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
-{%- set key_changes = cdc_has_key_changes(changes) -%}
 {#- Versions of a key in true order (cdc_event_order). -#}
 {%- set by_key = cdc_by_key(keys) %}
 
 {%- set scope = cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
 {%- if scope is not none and scope.empty %}
-{#- Nothing landed since the last run: an empty batch of the table's shape, so the strategy
-    runs no resolution at all. -#}
+{#- Nothing landed since the last run: an empty batch of the table's shape; the strategy and
+    the post-hook skip their work (no batch table, no MERGE, no watermark commit). -#}
+{%- do cdc_set_batch_kind(this, 'nothing_new') %}
 select
     *,
     cast(null as string) as _cdc_action,
@@ -121,6 +119,10 @@ select
 from {{ this }}
 where false
 {%- else %}
+{%- do cdc_set_batch_kind(this, 'changes' if scope is not none else 'full') %}
+{#- The primary-key-change machinery only when the change log holds one: its map and lambda
+    make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
+{%- set key_changes = cdc_has_key_changes(changes) %}
 
 with
 

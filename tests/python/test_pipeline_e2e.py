@@ -88,7 +88,9 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     lakehouse = tmp_path_factory.mktemp("full")
     landing = copy_landing(lakehouse / "landing")
     first = build(lakehouse, landing, "first", unit_tests=True)
+    versions_before = table_versions(lakehouse)
     again = build(lakehouse, landing, "again")
+    versions_after = table_versions(lakehouse)
     # A replay: the sink delivered one file twice, under a new start offset.
     files = sorted((landing / "topics" / ORDERS_TOPIC).rglob("*.json"))
     replayed = files[-1].with_name(f"{ORDERS_TOPIC}+0+0000090000.json")
@@ -109,7 +111,15 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "replay": replay,
         "compacted": compacted,
         "landing": landing,
+        "versions": (versions_before, versions_after),
     }
+
+
+def table_versions(lakehouse: Path) -> dict[str, int]:
+    """Metadata versions (`*.metadata.json`: one per Iceberg commit, property changes included)
+    of every silver and history table."""
+    tables = (lakehouse / "warehouse" / "silver.db").iterdir()
+    return {t.name: len(list((t / "metadata").glob("*.metadata.json"))) for t in tables}
 
 
 def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
@@ -200,6 +210,14 @@ def test_rebuild_without_new_data_changes_nothing(full: dict[str, Path]) -> None
     # (dbt-core builds a Python model as a table unless the model asks for incremental).
     assert any(name.startswith("bronze.") for name in again)
     assert again == first
+
+
+def test_rebuild_without_new_data_commits_nothing_to_silver(full: dict[str, Path]) -> None:
+    """Nothing landed: no silver or history table gets a new metadata version (no MERGE, no
+    watermark property, no batch table left behind)."""
+    before, after = full["versions"]
+    assert any(name.endswith("_history") for name in before)
+    assert after == before
 
 
 def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
