@@ -102,6 +102,18 @@
 {% endmacro %}
 
 
+{#- The kind an incremental strategy (`strategy`) applies: `nothing_new` (nothing landed since
+    the watermark: the strategy writes nothing) or one of `kinds`. Any other note means the
+    model's SQL does not call `body_macro`, whose select the strategy expects. -#}
+{% macro cdc_strategy_batch_kind(relation, strategy, body_macro, kinds) %}
+    {%- set kind = cdc_batch_kind(relation) -%}
+    {%- if kind != 'nothing_new' and kind not in kinds -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy '" ~ strategy ~ "' applies the select of " ~ body_macro ~ "(), which this model's SQL does not call") }}
+    {%- endif -%}
+    {{ return(kind) }}
+{% endmacro %}
+
+
 {#- What the change log holds after silver's watermark, in one scan: `found` (any row) and
     `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable).
     Both true when not executing. A dbt unit test, whose fixtures cannot be queried, overrides it

@@ -14,11 +14,7 @@
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_key_columns() -%}
 {%- set batch = cdc_batch_relation(target) -%}
-{%- set kind = cdc_batch_kind(target) -%}
-{%- if kind not in ('nothing_new', 'changes') -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy 'cdc_history' applies the select of cdc_history(), which this model's SQL does not call") }}
-{%- endif -%}
-{#- Nothing landed since the watermark: nothing to resolve, write or move. -#}
+{%- set kind = cdc_strategy_batch_kind(target, 'cdc_history', 'cdc_history', ['changes']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}

@@ -41,12 +41,7 @@
 {% macro default__get_incremental_cdc_merge_sql(source, target, unique_key) %}
 {%- set keys = cdc_key_columns() -%}
 {%- set soft = cdc_delete_mode() == 'soft' -%}
-{%- set kind = cdc_batch_kind(target) -%}
-{%- if kind not in ('nothing_new', 'changes', 'replace') -%}
-    {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy 'cdc_merge' applies the select of cdc_current_state(), which this model's SQL does not call") }}
-{%- endif -%}
-
-{#- Nothing landed since the watermark: nothing to resolve, write or move. -#}
+{%- set kind = cdc_strategy_batch_kind(target, 'cdc_merge', 'cdc_current_state', ['changes', 'replace']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
