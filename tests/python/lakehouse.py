@@ -90,8 +90,15 @@ def _shared_engine() -> Path:
     global _engine
     if _engine is None:
         _engine = Path(tempfile.mkdtemp(prefix="cdc-test-engine-"))
-        atexit.register(shutil.rmtree, _engine, True)
+        atexit.register(_remove_engine)
     return _engine
+
+
+def _remove_engine() -> None:
+    """At exit: the worker first (its JVM holds the metastore), then the engine folder."""
+    stop_dbt_worker()
+    if _engine is not None:
+        shutil.rmtree(_engine, ignore_errors=True)
 
 
 def _hold(lakehouse: Path) -> None:
