@@ -37,7 +37,7 @@ def reset_catalog() -> str:
     spark = SparkSession._instantiatedSession
     if spark is None:  # no dbt command has opened the session yet
         return "no session"
-    dropped = []
+    dropped = 0
     for database in spark.catalog.listDatabases():
         for table in spark.catalog.listTables(database.name):
             if table.isTemporary:
@@ -45,12 +45,12 @@ def reset_catalog() -> str:
                 continue
             kind = "view" if table.tableType == "VIEW" else "table"
             spark.sql(f"drop {kind} if exists `{database.name}`.`{table.name}`")
-            dropped.append(f"{database.name}.{table.name}")
+            dropped += 1
         if database.name != "default":
             spark.sql(f"drop database if exists `{database.name}` cascade")
     spark.catalog.setCurrentDatabase("default")
     spark.catalog.clearCache()
-    return f"dropped {len(dropped)} tables and views"
+    return f"dropped {dropped} tables and views"
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ class _Worker:
     """The dbt_worker.py process: its JVM's metastore and warehouse live in `engine`."""
 
     def __init__(self, engine: Path, env: dict[str, str]):
-        self.engine = engine
         read, write = os.pipe()
         (engine / "logs").mkdir(parents=True, exist_ok=True)
         with (engine / "logs" / "dbt-worker.out").open("a") as log:
@@ -136,9 +135,6 @@ def stop_dbt_worker(lakehouse: Path | None = None) -> None:
     if _worker is not None and (lakehouse is None or _holder == lakehouse):
         _worker.stop()
         _worker = None
-
-
-atexit.register(stop_dbt_worker)
 
 
 def run_dbt(
