@@ -67,14 +67,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # hands whole files to its 2 processes in collection order, so a long file started last would
 # leave one process idle at the end.
 LONG_FILES = {
-    "test_oracle_faults.py": 1260,
-    "test_oracle.py": 1070,
-    "test_cluster_targets.py": 690,
+    "test_oracle.py": 1000,
+    "test_oracle_faults.py": 950,
     "test_pipeline_e2e.py": 620,
-    "test_schema_changes.py": 290,
-    "test_oracle_ddl.py": 270,
-    "test_benchmarks.py": 270,
-    "test_debezium_samples_e2e.py": 220,
+    "test_cluster_targets.py": 500,
+    "test_benchmarks.py": 420,
+    "test_schema_changes.py": 280,
+    "test_oracle_ddl.py": 220,
+    "test_debezium_samples_e2e.py": 200,
 }
 
 

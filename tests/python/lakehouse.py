@@ -15,9 +15,11 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,21 +47,35 @@ class _Worker:
                 stderr=subprocess.STDOUT,
                 text=True,
                 pass_fds=(write,),
+                start_new_session=True,  # its own process group, with its JVM: see kill_dbt_when
             )
         os.close(write)
         self.replies = os.fdopen(read)
 
-    def request(self, request: dict[str, Any], timeout: int) -> tuple[int, str]:
+    def send(self, request: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
+
+    def answered(self, timeout: float = 0) -> bool:
         ready, _, _ = select.select([self.replies], [], [], timeout)
+        return bool(ready)
+
+    def request(self, request: dict[str, Any], timeout: int) -> tuple[int, str]:
+        self.send(request)
+        ready = self.answered(timeout)
         line = self.replies.readline() if ready else ""
         if not line:
             self.stop()
             raise AssertionError(f"dbt worker: no answer to {request}")
         reply = json.loads(line)
         return reply["returncode"], reply["output"]
+
+    def kill(self) -> None:
+        """SIGKILL the process and its JVM (a process group of their own), as a crash would."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+        self.replies.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -137,6 +153,66 @@ def stop_dbt_worker(lakehouse: Path | None = None) -> None:
         _worker = None
 
 
+def _dbt_options(lakehouse: Path, variables: Mapping[str, Any] | None) -> list[str]:
+    options = ["--log-path", str(lakehouse / "logs"), "--target-path", str(lakehouse / "target")]
+    if variables:
+        options += ["--vars", json.dumps(dict(variables))]
+    return options
+
+
+def _worker_env(lakehouse: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DBT_PROFILES_DIR": str(REPO / "profiles"),
+        "CDC_LAKEHOUSE_DIR": str(lakehouse),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+
+
+def _warm_worker(lakehouse: Path) -> _Worker:
+    global _worker
+    _hold(lakehouse)
+    if _worker is None:
+        _worker = _Worker(_shared_engine(), _worker_env(lakehouse))
+    return _worker
+
+
+def kill_dbt_when(
+    args: list[str],
+    *,
+    lakehouse: Path,
+    marker: str,
+    variables: Mapping[str, Any] | None = None,
+    timeout: float = 900,
+) -> str:
+    """Start `dbt <args>` on `lakehouse` in the tests' dbt process and SIGKILL that process with
+    its JVM half a second after dbt's debug log (`<lakehouse>/logs/dbt.log`, which shows every
+    statement before it is sent) first shows `marker`, as a crash would; returns that log line.
+    The next `run_dbt` starts a new process on the same lakehouse, as a user re-running would.
+    Fails if dbt finished (or `timeout` passed) before the marker appeared."""
+    global _worker
+    worker = _warm_worker(lakehouse)
+    log = lakehouse / "logs" / "dbt.log"
+    offset = log.stat().st_size if log.exists() else 0
+    worker.send({"args": [*args, *_dbt_options(lakehouse, variables)], "cwd": str(REPO)})
+    deadline, found, pending = time.monotonic() + timeout, "", ""
+    while not found and time.monotonic() < deadline and not worker.answered(0.05):
+        if not log.exists():
+            continue
+        with log.open("rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+        offset += len(chunk)
+        *lines, pending = (pending + chunk.decode("utf-8", "replace")).split("\n")
+        found = next((line for line in lines if marker in line), "")
+    if found:
+        time.sleep(0.5)  # Spark is now running the statement
+    worker.kill()
+    _worker = None
+    assert found, f"dbt {' '.join(args)} finished (or timed out) before {marker!r} appeared"
+    return found
+
+
 def run_dbt(
     args: list[str],
     *,
@@ -150,30 +226,17 @@ def run_dbt(
     """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output.
     `env` adds environment variables (a profile target's settings, for instance): such commands
     run as a `dbt` subprocess; the rest in the tests' warm dbt process (see `_hold`)."""
-    global _worker
-    full_env = {
-        **os.environ,
-        "DBT_PROFILES_DIR": str(REPO / "profiles"),
-        "CDC_LAKEHOUSE_DIR": str(lakehouse),
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-        **(env or {}),
-    }
-    options = ["--log-path", str(lakehouse / "logs"), "--target-path", str(lakehouse / "target")]
-    if variables:
-        options += ["--vars", json.dumps(dict(variables))]
+    options = _dbt_options(lakehouse, variables)
     if env is None:
-        _hold(lakehouse)
-        if _worker is None:
-            _worker = _Worker(_shared_engine(), full_env)
         request = {"args": [*args, *options], "cwd": str(project_dir)}
-        returncode, output = _worker.request(request, timeout)
+        returncode, output = _warm_worker(lakehouse).request(request, timeout)
         result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
     else:
         stop_dbt_worker(lakehouse)  # Derby: one process per metastore
         result = subprocess.run(
             [str(DBT), *args, *options],
             cwd=project_dir,
-            env=full_env,
+            env={**_worker_env(lakehouse), **env},
             capture_output=True,
             text=True,
             timeout=timeout,

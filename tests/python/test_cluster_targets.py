@@ -6,8 +6,10 @@ only), started and always stopped by the fixture through `cdc_lakehouse.cluster`
   flatten models included;
 - `thrift` target: a Spark Thrift Server on the same cluster and the same metastore rebuilds
   every SQL model (`--full-refresh --exclude tag:cdc_flatten`) from the bronze tables the
-  cluster build decoded. Python models cannot run over Thrift: they need the in-process driver.
-  Derby is single-process, so the server starts only after the cluster build's dbt has ended.
+  cluster build decoded, then runs the data tests of the customers models (every data test ran
+  in the cluster build; the Thrift build's tables must equal it cell for cell). Python models
+  cannot run over Thrift: they need the in-process driver. Derby is single-process, so the
+  server starts only after the cluster build's dbt has ended.
 
 Both must reach the sample's expected state (what the embedded target builds, checked the same
 way in test_pipeline_e2e) and agree with each other cell for cell.
@@ -16,6 +18,7 @@ way in test_pipeline_e2e) and agree with each other cell for cell.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,9 @@ from cdc_lakehouse.sample import northwind
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 SQL_MODELS_ONLY = ["--exclude", "tag:cdc_flatten"]
+NO_DATA_TESTS = ["--exclude-resource-type", "test"]
+# The data tests run over Thrift too (~1.1 s each there): those of one table and its history.
+THRIFT_DATA_TESTS = ["stg_northwind__customers_changes", "customers", "customers_history"]
 
 
 def build(lakehouse: Path, landing: Path, target: str, env: dict[str, str], *extra: str) -> Path:
@@ -59,12 +65,29 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         on_cluster = build(lakehouse, landing, "cluster", state.env())
         state = cluster.thrift_start(state_dir, project_dir=REPO, lakehouse=lakehouse)
         on_thrift = build(
-            lakehouse, landing, "thrift", state.env(), "--full-refresh", *SQL_MODELS_ONLY
+            lakehouse,
+            landing,
+            "thrift",
+            state.env(),
+            "--full-refresh",
+            *SQL_MODELS_ONLY,
+            *NO_DATA_TESTS,
+        )
+        thrift_tests = run_dbt(
+            ["test", "--target", "thrift", "--select", *THRIFT_DATA_TESTS, *SKIP_UNIT_TESTS],
+            lakehouse=lakehouse,
+            variables={"cdc_landing_root": str(landing)},
+            env=state.env(),
         )
         master = cluster.master_info(state)
     finally:
         cluster.stop(state_dir)
-    return {"cluster": on_cluster, "thrift": on_thrift, "master": master}
+    return {
+        "cluster": on_cluster,
+        "thrift": on_thrift,
+        "thrift_tests": thrift_tests.stdout,
+        "master": master,
+    }
 
 
 def exported_tables(export_dir: Path) -> dict[str, list[dict]]:
@@ -96,6 +119,12 @@ def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
 
 def test_thrift_target_builds_the_sample(builds: dict[str, Any]) -> None:
     assert_matches_expected(builds["thrift"])
+
+
+def test_data_tests_run_over_thrift(builds: dict[str, Any]) -> None:
+    # run_dbt raised if one failed; this checks that they ran (a selector typo selects nothing)
+    match = re.search(r"Done\. PASS=(\d+) WARN=(\d+) ERROR=0", builds["thrift_tests"])
+    assert match and int(match.group(1)) + int(match.group(2)) >= 15, builds["thrift_tests"][-2000:]
 
 
 def test_thrift_and_cluster_builds_agree_cell_for_cell(builds: dict[str, Any]) -> None:
