@@ -99,7 +99,7 @@ def table_columns(count: int = 10) -> list[tuple[str, str]]:
 
 
 def declared_type(kind: str) -> str:
-    """The type to declare in the flatten model's `cdc_table.columns`."""
+    """The type to declare in the bronze model's `cdc_table.columns`."""
     return "text" if kind == "status" else kind
 
 
@@ -426,7 +426,7 @@ class Dataset:
         return sum(b["bytes"] for b in self.batches)
 
     def cdc_table(self) -> dict[str, Any]:
-        """The flatten model's `cdc_table` config for this topic."""
+        """The bronze model's `cdc_table` config for this topic."""
         return {
             "topic": self.topic,
             "key": [KEY],

@@ -1,7 +1,7 @@
 """The benchmark's dbt project: one table through the same layers as the real project.
 
-A small project is written to a scratch folder: the flatten Python model is this repo's own
-file (`python_models/flatten/northwind/flat_northwind__customers.py`, the decoder behind it),
+A small project is written to a scratch folder: the bronze Python model is this repo's own
+file (`python_models/bronze/northwind/bronze_northwind__customers.py`, the decoder behind it),
 the staging and silver models are the few lines the README's "Add a table" asks for, and
 `macros/`, `profiles/` and `jars/` are links to this repo's. The project is named
 `cdc_lakehouse` like the real one, so `adapter.dispatch(..., 'cdc_lakehouse')` resolves.
@@ -26,7 +26,7 @@ from benchmarks.measure import Measured, run_measured
 
 REPO = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")
-FLATTEN_MODEL = REPO / "python_models" / "flatten" / "northwind" / "flat_northwind__customers.py"
+BRONZE_MODEL = REPO / "python_models" / "bronze" / "northwind" / "bronze_northwind__customers.py"
 
 
 def project_config() -> dict[str, Any]:
@@ -38,8 +38,8 @@ def project_config() -> dict[str, Any]:
     def settings(layer: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in layer.items() if key.startswith("+")}
 
-    flatten = settings(real["flatten"])
-    flatten["bench"] = {
+    bronze = settings(real["bronze"])
+    bronze["bench"] = {
         "+cdc_landing": {
             "shape": "envelope",
             "decimal_handling_mode": "precise",
@@ -56,7 +56,7 @@ def project_config() -> dict[str, Any]:
         "models": {
             "cdc_lakehouse": {
                 **settings(real),
-                "flatten": flatten,
+                "bronze": bronze,
                 "staging": settings(real["staging"]),
                 "silver": settings(real["silver"]),
             }
@@ -66,12 +66,12 @@ def project_config() -> dict[str, Any]:
 
 STAGING_SQL = """\
 with source as (
-    select * from {{ ref('flat_bench__items') }}
+    select * from {{ ref('bronze_bench__items') }}
 ),
 
 changes as (
     select
-        {{- cdc_staging_columns(ref('flat_bench__items'), ['%(key)s']) }}
+        {{- cdc_staging_columns(ref('bronze_bench__items'), ['%(key)s']) }}
     from source
     where _cdc_reject_reason is null
 )
@@ -88,7 +88,7 @@ SILVER_SQL = """\
 """
 
 SILVER = "silver.items"
-BRONZE = "bronze.flat_bench__items"
+BRONZE = "bronze.bronze_bench__items"
 
 
 def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
@@ -100,17 +100,17 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
     (folder / "dbt_project.yml").write_text(yaml.safe_dump(project_config(), sort_keys=False))
     for name in ("macros", "profiles", "jars"):
         (folder / name).symlink_to(REPO / name)
-    flatten = folder / "python_models" / "flatten" / "bench"
+    bronze = folder / "python_models" / "bronze" / "bench"
     staging = folder / "models" / "staging" / "bench"
     silver = folder / "models" / "silver"
-    for path in (flatten, staging, silver):
+    for path in (bronze, staging, silver):
         path.mkdir(parents=True)
-    model = FLATTEN_MODEL.read_text()
+    model = BRONZE_MODEL.read_text()
     real_source = 'dbt.source("landing_northwind", "customers")'
     if real_source not in model:
-        raise RuntimeError(f"{FLATTEN_MODEL} no longer names {real_source}: update the benchmark")
+        raise RuntimeError(f"{BRONZE_MODEL} no longer names {real_source}: update the benchmark")
     model = model.replace(real_source, 'dbt.source("landing_bench", "items")')
-    (flatten / "flat_bench__items.py").write_text(model)
+    (bronze / "bronze_bench__items.py").write_text(model)
     sources_yml = {
         "version": 2,
         "sources": [
@@ -127,12 +127,12 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
             }
         ],
     }
-    (flatten / "_bench__sources.yml").write_text(yaml.safe_dump(sources_yml, sort_keys=False))
-    flatten_yml = {
+    (bronze / "_bench__sources.yml").write_text(yaml.safe_dump(sources_yml, sort_keys=False))
+    bronze_yml = {
         "version": 2,
-        "models": [{"name": "flat_bench__items", "config": {"cdc_table": dict(cdc_table)}}],
+        "models": [{"name": "bronze_bench__items", "config": {"cdc_table": dict(cdc_table)}}],
     }
-    (flatten / "_bench__flatten.yml").write_text(yaml.safe_dump(flatten_yml, sort_keys=False))
+    (bronze / "_bench__bronze.yml").write_text(yaml.safe_dump(bronze_yml, sort_keys=False))
     (staging / "stg_bench__items_changes.sql").write_text(STAGING_SQL % {"key": KEY})
     (silver / "items.sql").write_text(SILVER_SQL % {"key": KEY})
     silver_yml = {

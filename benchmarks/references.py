@@ -285,7 +285,7 @@ def run_spark_merge(landing: Path, lakehouse: Path, init_from_silver: bool) -> d
         done = {
             row[0].rsplit("/", 1)[-1]
             for row in spark.sql(
-                "select distinct _cdc_file from bronze.flat_bench__items"
+                "select distinct _cdc_file from bronze.bronze_bench__items"
             ).collect()
         }
         state.write_text(json.dumps(sorted(done)))

@@ -8,7 +8,7 @@ with 50 tables, a build where nothing landed still costs minutes. This lists the
 topic folders (names, sizes, modification times of their files: no file is read), compares the
 listing with the one saved by the last successful run, and builds only the registered tables
 whose topic changed, and what depends on them: `dbt build --select source:landing_<S>.<T>+ ...`
-(flatten, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
+(bronze, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
 them). Nothing changed: no dbt run at all. The listing is taken before the build and saved only
 when it succeeds, so files that land during a build, and tables of a failed build, are selected
 again next time. The first run (no saved listing), a landing root that is not a local folder, or

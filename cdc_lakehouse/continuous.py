@@ -7,7 +7,7 @@ programmatic runner invokes the command in a loop; the embedded (or cluster) Spa
 its JVM live as long as the process:
 
     python -m cdc_lakehouse.continuous --every 60 -- build
-    python -m cdc_lakehouse.continuous --runs 3 -- build --select tag:cdc_flatten+
+    python -m cdc_lakehouse.continuous --runs 3 -- build --select tag:cdc_bronze+
     python -m cdc_lakehouse.continuous --every 60 --changed-only -- build
 
 With `--changed-only`, each run builds only the tables whose landing topics changed since the

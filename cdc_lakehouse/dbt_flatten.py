@@ -1,6 +1,6 @@
-"""Glue between a dbt Python flatten model and the landing reader / decoder.
+"""Glue between a dbt Python bronze model and the landing reader / decoder.
 
-A flatten model is three lines (see python_models/flatten/): it hands its dbt config to
+A bronze model is three lines (see python_models/bronze/): it hands its dbt config to
 `flatten_model`, which lists the topic's landing files, skips those already loaded (incremental
 runs), and returns the decoded change rows, rejects included.
 """
@@ -17,12 +17,12 @@ from cdc_lakehouse.decode import backfills, decode_changes, quote_identifier
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
-# The names of the landing files a flatten table holds, kept beside it in a small Iceberg table
-# (`<table>__cdc_loaded_files`: one row per file, and the snapshot of the flatten table they
+# The names of the landing files a bronze table holds, kept beside it in a small Iceberg table
+# (`<table>__cdc_loaded_files`: one row per file, and the snapshot of the bronze table they
 # describe), so that an incremental run does not scan the file column of the whole change log.
-# The model hands the names to the flatten post-hook (cdc_record_loaded_files) in a session view
+# The model hands the names to the bronze post-hook (cdc_record_loaded_files) in a session view
 # of the same name; the post-hook writes the table after the batch is committed. The table is
-# trusted only while the flatten table is still at that snapshot: any other commit (a failed
+# trusted only while the bronze table is still at that snapshot: any other commit (a failed
 # post-hook, a compaction, a write from elsewhere) sends the run back to the scan.
 LEDGER_SUFFIX = "__cdc_loaded_files"
 
@@ -33,7 +33,7 @@ def _current_snapshot(session: SparkSession, relation: str) -> int | None:
 
 
 def loaded_files(session: SparkSession, relation: str) -> tuple[set[str], bool]:
-    """Landing files (relative paths) already present in a flatten table, and whether its
+    """Landing files (relative paths) already present in a bronze table, and whether its
     ledger (`<relation>__cdc_loaded_files`) said so (False: they were read from the table)."""
     ledger = relation + LEDGER_SUFFIX
     if session.catalog.tableExists(ledger):
@@ -46,7 +46,7 @@ def loaded_files(session: SparkSession, relation: str) -> tuple[set[str], bool]:
 
 
 def hand_over_loaded_files(session: SparkSession, identifier: str, files: set[str]) -> None:
-    """The session view the flatten post-hook writes the ledger from."""
+    """The session view the bronze post-hook writes the ledger from."""
     names = session.createDataFrame([(name,) for name in sorted(files)], "file string")
     names.createOrReplaceTempView(identifier + LEDGER_SUFFIX)
 
@@ -59,7 +59,7 @@ PENDING_PROPERTY = "cdc.backfill-pending"
 
 def fill_declared_columns(session: SparkSession, relation: str, spec: TableSpec) -> list[str]:
     """Columns declared since rows were loaded without them (schemas off: their fields were
-    kept as text in `_cdc_undeclared`) are added to the flatten table and filled, for every row
+    kept as text in `_cdc_undeclared`) are added to the bronze table and filled, for every row
     already loaded, with the value the declared type decodes (as if declared from the start:
     unchanged-TOAST placeholders are reported in `_cdc_unavailable_columns`). No landing file
     is read again. Silver and histories then resolve their change log again (see

@@ -765,7 +765,7 @@ def undeclared_sql(raw: dict[str, str], fields: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Backfill:
-    """SQL over a flatten table's row that decodes one newly declared column from the text kept
+    """SQL over a bronze table's row that decodes one newly declared column from the text kept
     in `_cdc_undeclared`, with the decoder the column would have had from the start."""
 
     name: str

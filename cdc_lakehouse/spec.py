@@ -1,6 +1,6 @@
-"""What the flatten step needs to know about one source table.
+"""What a bronze model needs to know about one source table.
 
-A `TableSpec` is built from the dbt config of a flatten model (`cdc_landing` set per folder in
+A `TableSpec` is built from the dbt config of a bronze model (`cdc_landing` set per folder in
 dbt_project.yml, `cdc_table` set per model in yml) and drives the decoding of landing files.
 """
 

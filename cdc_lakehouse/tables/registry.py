@@ -1,7 +1,7 @@
 """The table registry: one entry per captured source table, in `tables/<source>.yml`.
 
 An entry says how a table lands and how the project treats it (about ten lines); every dbt file
-of the table (flatten model, landing source, change-log staging model, silver, history, their
+of the table (bronze model, landing source, change-log staging model, silver, history, their
 yml and column docs) is generated from it by `python -m cdc_lakehouse.tables generate`
 (`make tables`) and checked by `... check` in `make lint`. See README "Add a table".
 
@@ -37,7 +37,7 @@ REGISTRY_DIR = "tables"
 DELETE_MODES = ("hard", "soft")
 NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
-# Settings a table may carry beside its own (they go to the flatten model's `cdc_table`).
+# Settings a table may carry beside its own (they go to the bronze model's `cdc_table`).
 LANDING_KEYS = (
     "topic",
     "topic_prefix",
@@ -89,8 +89,8 @@ class Table:
     model: str | None = None  # silver model name (default: the table name)
 
     @property
-    def flatten_model(self) -> str:
-        return f"flat_{self.source}__{self.name}"
+    def bronze_model(self) -> str:
+        return f"bronze_{self.source}__{self.name}"
 
     @property
     def staging_model(self) -> str:
@@ -110,7 +110,7 @@ class Table:
 
     @property
     def cdc_table(self) -> dict[str, Any]:
-        """The flatten model's `cdc_table` config (what the decoder reads)."""
+        """The bronze model's `cdc_table` config (what the decoder reads)."""
         config: dict[str, Any] = {"name": self.name}
         config.update(self.landing)
         config["key"] = list(self.key)

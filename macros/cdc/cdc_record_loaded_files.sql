@@ -1,5 +1,5 @@
 {#
-  Post-hook of every flatten (bronze) model: write `<table>__cdc_loaded_files`, the names of the
+  Post-hook of every bronze model: write `<table>__cdc_loaded_files`, the names of the
   landing files the table holds and the snapshot of the table they describe, from the session
   view the model left (cdc_lakehouse/dbt_flatten.py). The next incremental run reads the names
   from there instead of scanning the table's file column; a run that left no view (nothing new,
@@ -33,7 +33,7 @@
 {% endmacro %}
 
 
-{#- The table of landing file names beside a flatten table (see cdc_record_loaded_files). -#}
+{#- The table of landing file names beside a bronze table (see cdc_record_loaded_files). -#}
 {% macro cdc_loaded_files_relation(relation) %}
     {{ return(relation.incorporate(path={"identifier": relation.identifier ~ "__cdc_loaded_files"}, type='table')) }}
 {% endmacro %}

@@ -102,7 +102,7 @@
         ~ " order by recorded_at desc limit 1"
     ).rows -%}
     {%- set previous = previous[0] if previous | length > 0 else [none, none, none] -%}
-    {%- set changes, flatten = cdc_run_audit_upstream(node) -%}
+    {%- set changes, bronze = cdc_run_audit_upstream(node) -%}
     {%- if row.kind == 'no-op' and previous[0] is not none -%}
         {%- do row.update({'events': 0, 'seq': previous[1], 'newest': previous[2]}) -%}
     {%- else -%}
@@ -121,9 +121,9 @@
     {%- endif -%}
 
     {#- Lines rejected while flattening in this run. -#}
-    {%- if flatten is not none -%}
+    {%- if bronze is not none -%}
         {%- set rejected = run_query(
-            "select count(*) from " ~ flatten ~ " where _cdc_reject_reason is not null"
+            "select count(*) from " ~ bronze ~ " where _cdc_reject_reason is not null"
             ~ " and _cdc_loaded_at >= timestamp'" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'"
         ).rows[0][0] -%}
         {%- do row.update({'rejected': rejected}) -%}
@@ -132,7 +132,7 @@
 {% endmacro %}
 
 
-{#- The change log a silver node reads (its upstream model) and the flatten model behind it. -#}
+{#- The change log a silver node reads (its upstream model) and the bronze model behind it. -#}
 {% macro cdc_run_audit_upstream(node) %}
     {%- set found = [] -%}
     {%- for depth in range(2) -%}

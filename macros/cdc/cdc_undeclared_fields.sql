@@ -1,5 +1,5 @@
 {#
-  Select of the fields a flatten model's rows hold in `_cdc_undeclared` that are not among its
+  Select of the fields a bronze model's rows hold in `_cdc_undeclared` that are not among its
   columns: one row per field (`undeclared_column`), with how many events hold it (`events`) and
   the first landing file (`first_file`). When there are any, they are also logged with the table
   name, so the build's output names them. Empty for a table without `_cdc_undeclared`.

@@ -1,11 +1,11 @@
 {#
-  Union of the rejected landing lines of the given flatten models, with the model name:
+  Union of the rejected landing lines of the given bronze models, with the model name:
   reason, file, line, Kafka offset, raw text and load time.
 #}
-{% macro cdc_union_rejects(flatten_models) %}
-    {%- for relation in flatten_models %}
+{% macro cdc_union_rejects(bronze_models) %}
+    {%- for relation in bronze_models %}
     select
-        '{{ relation.identifier }}' as flatten_model,
+        '{{ relation.identifier }}' as bronze_model,
         _cdc_file,
         _cdc_line,
         _cdc_offset,

@@ -4,7 +4,7 @@
   Every operation takes `tables` (a list of `schema.table` names) and otherwise acts on every
   Iceberg table the project builds (models materialized as table or incremental, plus the
   `<silver>__cdc_tombstones` tables beside silver models and the `<bronze>__cdc_loaded_files`
-  tables beside flatten models):
+  tables beside bronze models):
 
     dbt run-operation cdc_compact
     dbt run-operation cdc_compact --args '{tables: [silver.customers]}'
@@ -29,7 +29,7 @@
             {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
                 {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
             {%- endif -%}
-            {%- if 'cdc_flatten' in node.tags -%}
+            {%- if 'cdc_bronze' in node.tags -%}
                 {%- do names.append(node.alias ~ '__cdc_loaded_files') -%}
             {%- endif -%}
             {%- for name in names -%}

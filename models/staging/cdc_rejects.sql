@@ -2,11 +2,11 @@
     Do not edit: register tables there and run `make tables`. -#}
 with rejects as (
     {{ cdc_union_rejects([
-        ref('flat_northwind__customers'),
-        ref('flat_northwind__products'),
-        ref('flat_northwind__orders'),
-        ref('flat_northwind__order_details'),
-        ref('flat_northwind__suppliers'),
+        ref('bronze_northwind__customers'),
+        ref('bronze_northwind__products'),
+        ref('bronze_northwind__orders'),
+        ref('bronze_northwind__order_details'),
+        ref('bronze_northwind__suppliers'),
     ]) }}
 )
 

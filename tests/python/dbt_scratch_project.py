@@ -30,7 +30,7 @@ on-run-end:
 models:
   cdc_lakehouse:
     +file_format: iceberg
-    flatten:
+    bronze:
       +schema: bronze
       +materialized: incremental
       +incremental_strategy: append
@@ -51,9 +51,9 @@ models:
 SOURCE = "scratch"
 
 
-def flatten_model(name: str) -> str:
-    """The flatten model generated for a table of the scratch project."""
-    return f"flat_{SOURCE}__{name}"
+def bronze_model(name: str) -> str:
+    """The bronze model generated for a table of the scratch project."""
+    return f"bronze_{SOURCE}__{name}"
 
 
 def staging_model(name: str) -> str:
@@ -73,7 +73,7 @@ def make_project(
 ) -> Path:
     """Create a project as a user does: one registry entry per entry of `tables` (name ->
     `cdc_table` settings, which must hold `key`) in tables/scratch.yml, and the generator writes
-    the flatten, staging, silver (and `<name>_history` when `history` is set) models."""
+    the bronze, staging, silver (and `<name>_history` when `history` is set) models."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
     for name in ("macros", "profiles", "jars"):

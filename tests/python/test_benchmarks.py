@@ -3,7 +3,7 @@
 `python -m benchmarks.run --scale tiny` (5k events) runs the initial load, one incremental batch
 (then three more in one long-lived process) and a no-op build (also three in one process)
 through the suite's own dbt project, with DuckDB and the hand-written Spark
-MERGE as references: the suite's project must still build (it broke once when the flatten
+MERGE as references: the suite's project must still build (it broke once when the bronze
 models gained a dbt source), silver must hold exactly the keys alive at the generated source,
 and two independent implementations (DuckDB, a PySpark MERGE without dbt) must give the same
 rows and checksums. No timing is asserted: figures come from the suite (docs/benchmarks.md).

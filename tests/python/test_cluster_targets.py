@@ -3,9 +3,9 @@
 One local standalone cluster from the pyspark wheel (master + 2 workers of 1 core, 127.0.0.1
 only), started and always stopped by the fixture through `cdc_lakehouse.cluster`:
 - `cluster` target: dbt's in-process driver on that master builds the whole sample, Python
-  flatten models included;
+  bronze models included;
 - `thrift` target: a Spark Thrift Server on the same cluster and the same metastore rebuilds
-  every SQL model (`--full-refresh --exclude tag:cdc_flatten`) from the bronze tables the
+  every SQL model (`--full-refresh --exclude tag:cdc_bronze`) from the bronze tables the
   cluster build decoded, then runs the data tests of the customers models (every data test ran
   in the cluster build; the Thrift build's tables must equal it cell for cell). Python models
   cannot run over Thrift: they need the in-process driver. Derby is single-process, so the
@@ -37,7 +37,7 @@ from cdc_lakehouse import cluster
 from cdc_lakehouse.sample import northwind
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
-SQL_MODELS_ONLY = ["--exclude", "tag:cdc_flatten"]
+SQL_MODELS_ONLY = ["--exclude", "tag:cdc_bronze"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]
 # The data tests run over Thrift too (~1.1 s each there): those of one table and its history.
 THRIFT_DATA_TESTS = ["stg_northwind__customers_changes", "customers", "customers_history"]
@@ -114,7 +114,7 @@ def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
     assert_matches_expected(builds["cluster"])
     tables = exported_tables(builds["cluster"])
     bronze = [name for name in tables if name.startswith("bronze.")]
-    assert len(bronze) == len(northwind.TABLES), "the Python flatten models ran on the cluster"
+    assert len(bronze) == len(northwind.TABLES), "the Python bronze models ran on the cluster"
 
 
 def test_thrift_target_builds_the_sample(builds: dict[str, Any]) -> None:

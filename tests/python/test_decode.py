@@ -1,4 +1,4 @@
-"""The flatten core on real Debezium output: landing files -> raw lines -> typed change rows.
+"""The bronze decoder on real Debezium output: landing files -> raw lines -> typed change rows.
 
 The fixtures are the captured samples in `tests/fixtures/debezium-samples` (see its README),
 laid out the way a Kafka Connect storage sink writes them, plus small hand-built lines for the

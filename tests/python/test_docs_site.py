@@ -2,7 +2,7 @@
 
 The sample is built and `dbt docs generate` writes the site; it is served on 127.0.0.1 and opened
 in headless Chromium (Debian's chromium and chromedriver, `make system-deps`). The lineage graph
-of a gold model must render and show the whole path landing source -> flatten -> change log ->
+of a gold model must render and show the whole path landing source -> bronze -> change log ->
 silver -> gold -> exposure, read from the page's own graph (dbt-docs' Angular `graph` service and
 its cytoscape instance). A screenshot goes to artifacts/. The generated manifest and catalog must
 also describe every model, every column of every built table, every source and exposure.
@@ -32,7 +32,7 @@ GOLD = "model.cdc_lakehouse.fct_orders"
 PATHS = [
     [
         f"source.cdc_lakehouse.landing_northwind.{entity}",
-        f"model.cdc_lakehouse.flat_northwind__{entity}",
+        f"model.cdc_lakehouse.bronze_northwind__{entity}",
         f"model.cdc_lakehouse.stg_northwind__{entity}_changes",
         f"model.cdc_lakehouse.{entity}",
         GOLD,

@@ -32,7 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from dbt_scratch_project import SOURCE, flatten_model, make_project, staging_model, update_entry
+from dbt_scratch_project import SOURCE, bronze_model, make_project, staging_model, update_entry
 from lakehouse import column_types, read_export, run_dbt
 from oracle import REPORT
 
@@ -279,7 +279,7 @@ def declare(project: Path, name: str, columns: dict[str, str]) -> None:
 def undeclared_fields(output: str) -> dict[str, list[str]]:
     """The fields the `cdc_no_undeclared_fields` warning names, by table."""
     found: dict[str, list[str]] = {}
-    prefix = flatten_model("")
+    prefix = bronze_model("")
     pattern = rf"bronze\.{prefix}(\w+): fields not declared in cdc_table\.columns, [^:]*: (.*?)\. "
     for table, fields in re.findall(pattern, output):
         found[table] = [re.sub(r" \(\d+ events\)$", "", f) for f in fields.split(", ")]

@@ -100,7 +100,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # (`__cdc_loaded_files`) no longer describe it: the next run must read them from bronze
     # itself, load only the file landed since, and record the names again.
     run_dbt(
-        ["run-operation", "cdc_compact", "--args", "{tables: [bronze.flat_northwind__orders]}"],
+        ["run-operation", "cdc_compact", "--args", "{tables: [bronze.bronze_northwind__orders]}"],
         lakehouse=lakehouse,
     )
     shutil.copyfile(files[-1], replayed.with_name(f"{ORDERS_TOPIC}+0+0000091000.json"))
@@ -140,7 +140,7 @@ def test_types_are_the_sources_in_every_layer(full: dict[str, Path]) -> None:
     }
     for table, columns in expected.items():
         layers = [
-            f"bronze.flat_northwind__{table}",
+            f"bronze.bronze_northwind__{table}",
             f"staging.stg_northwind__{table}_changes",
             f"silver.{table}",
             f"silver.{table}_history",
@@ -235,7 +235,7 @@ def test_each_landing_file_is_loaded_once(full: dict[str, Path]) -> None:
         for line, text in enumerate(path.read_text().splitlines(), start=1)
         if text.strip()
     }
-    rows = read_export(full["compacted"], "bronze.flat_northwind__orders")
+    rows = read_export(full["compacted"], "bronze.bronze_northwind__orders")
     loaded = [(row["_cdc_file"], row["_cdc_line"]) for row in rows]
     assert len(loaded) == len(set(loaded)), "a landing line was loaded twice"
     assert set(loaded) == expected
@@ -257,7 +257,7 @@ def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path
     silver = read_export(full["first"], "silver.products")
     columns = list(column_types(full["first"], "silver.products"))
     live = {row["product_id"] for row in silver}
-    bronze = read_export(full["first"], "bronze.flat_northwind__products")
+    bronze = read_export(full["first"], "bronze.bronze_northwind__products")
     deleted = next(r for r in bronze if r["_cdc_op"] == "d" and r["product_id"] not in live)
     key, seq = int(deleted["product_id"]), int(Decimal(str(deleted["_cdc_seq"])))
     resurrected = {"product_id": str(key), "_cdc_seq": f"cast({seq - 1} as decimal(38,0))"}
@@ -339,7 +339,7 @@ def test_malformed_lines_land_in_rejects(stepwise: dict[str, Path]) -> None:
     assert [line for line, _ in found] == [1, 2, 3]
     for (_, reason), (_, expected) in zip(found, MALFORMED, strict=True):
         assert reason.startswith(expected), f"{reason!r} should start with {expected!r}"
-    assert all(r["flatten_model"] == "flat_northwind__orders" for r in rejects)
+    assert all(r["bronze_model"] == "bronze_northwind__orders" for r in rejects)
 
 
 def audit(export_dir: Path) -> dict[str, dict]:
@@ -349,7 +349,7 @@ def audit(export_dir: Path) -> dict[str, dict]:
 
 def good_events(export_dir: Path, table: northwind.Table) -> int:
     """Change events of `table` in bronze (rejected lines excluded)."""
-    rows = read_export(export_dir, f"bronze.flat_northwind__{table.name}")
+    rows = read_export(export_dir, f"bronze.bronze_northwind__{table.name}")
     return sum(1 for row in rows if row["_cdc_reject_reason"] is None)
 
 

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from dbt_scratch_project import flatten_model, make_project, staging_model, update_entry
+from dbt_scratch_project import bronze_model, make_project, staging_model, update_entry
 from lakehouse import column_types, copy_landing, read_export, run_dbt
 
 from cdc_lakehouse.capture import run_capture_subprocess
@@ -214,7 +214,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         undeclared, result = build(project, lakehouse, landing, "phase2-undeclared")
         assert_equals_postgres(undeclared, pg, "phase 2", ("members_env", "members_flat"))
         assert (
-            f"{flatten_model('members_nosch')}: fields not declared in cdc_table.columns, kept in "
+            f"{bronze_model('members_nosch')}: fields not declared in cdc_table.columns, kept in "
             "_cdc_undeclared: tier (4 events)"
         ) in result.stdout, result.stdout
         assert "tier" not in column_types(undeclared, "silver.members_nosch")
@@ -223,7 +223,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         _, failed = build(project, lakehouse, landing, "phase2-mistyped", check=False)
         assert failed.returncode == 1
         assert (
-            f"bronze.{flatten_model('members_nosch')}: rows already loaded hold values that do "
+            f"bronze.{bronze_model('members_nosch')}: rows already loaded hold values that do "
             "not decode as declared (tier int)"
         ) in failed.stdout, failed.stdout
         # Declared now (README, "Schema changes at the source"); nothing new landed: the next
@@ -242,12 +242,12 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         assert failed.returncode == 1
         for name in schemas_on:
             assert (
-                f"bronze.{flatten_model(name)}: the type of points (decimal(10,2) in the table, "
+                f"bronze.{bronze_model(name)}: the type of points (decimal(10,2) in the table, "
                 "decimal(14,4) now) changed at the source"
             ) in failed.stdout, failed.stdout
         assert "Nothing was written" in failed.stdout
         # The documented recovery: rebuild the affected models from the landing zone.
-        selected = [f"{flatten_model(name)}+" for name in schemas_on]
+        selected = [f"{bronze_model(name)}+" for name in schemas_on]
         recovered, _ = build(
             project, lakehouse, landing, "recovered", "--full-refresh", "-s", *selected
         )
@@ -258,7 +258,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
     for name in CAPTURES:
         # The added column exists in every layer, never declared with schemas on.
         for relation in (
-            f"bronze.{flatten_model(name)}",
+            f"bronze.{bronze_model(name)}",
             f"staging.{staging_model(name)}",
             f"silver.{name}",
             f"silver.{name}_history",

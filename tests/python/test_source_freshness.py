@@ -3,7 +3,7 @@ modification time of its newest landing file (`_metadata.file_modification_time`
 
 A copy of the sample landing zone is fresh (copying sets the modification times to now); setting
 the times back past the thresholds makes the topics warn or fail. Also checks that the source of
-each flatten model names the topic folder the model reads.
+each bronze model names the topic folder the model reads.
 """
 
 from __future__ import annotations
@@ -98,16 +98,16 @@ def test_stale_landing_warns_then_errors(lakehouse: Path, landing: Path) -> None
     assert {result["status"] for result in results.values()} == {"pass"}
 
 
-def test_each_flatten_model_reads_the_topic_of_its_source(lakehouse: Path) -> None:
+def test_each_bronze_model_reads_the_topic_of_its_source(lakehouse: Path) -> None:
     """The topic is named twice in the generated files (the source's folder, the model's
     cdc_table): they must agree."""
     path = lakehouse / "target" / "manifest.json"
     if not path.exists():  # this test run alone
         run_dbt(["parse"], lakehouse=lakehouse)
     manifest = json.loads(path.read_text())
-    flatten = [n for n in manifest["nodes"].values() if n["name"].startswith("flat_")]
-    assert len(flatten) == len(TOPICS)
-    for node in flatten:
+    bronze = [n for n in manifest["nodes"].values() if n["name"].startswith("bronze_")]
+    assert len(bronze) == len(TOPICS)
+    for node in bronze:
         config = node["config"]
         topic = TableSpec.from_config(config.get("cdc_landing"), config["cdc_table"]).topic
         sources = [manifest["sources"][uid] for uid in node["depends_on"]["nodes"]]

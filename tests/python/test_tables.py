@@ -92,7 +92,7 @@ def test_add_edit_and_remove_a_table(tmp_path: Path) -> None:
     assert deleted == []
     own = {p for p in added if "invoices" in p}
     assert own == {
-        "python_models/flatten/shop/flat_shop__invoices.py",
+        "python_models/bronze/shop/bronze_shop__invoices.py",
         "models/staging/shop/stg_shop__invoices_changes.sql",
         "models/silver/invoices.sql",
         "models/silver/history/invoices_history.sql",
@@ -105,12 +105,10 @@ def test_add_edit_and_remove_a_table(tmp_path: Path) -> None:
     history = (project / "models/silver/history/invoices_history.sql").read_text()
     assert "ignore_columns=['touched_at']" in history
     rejects = (project / "models/staging/cdc_rejects.sql").read_text()
-    assert "ref('flat_shop__accounts')" in rejects and "ref('flat_shop__invoices')" in rejects
-    flatten = yaml.safe_load(
-        (project / "python_models/flatten/shop/_shop__flatten.yml").read_text()
-    )
-    config = {m["name"]: m["config"]["cdc_table"] for m in flatten["models"]}
-    assert config["flat_shop__invoices"] == {
+    assert "ref('bronze_shop__accounts')" in rejects and "ref('bronze_shop__invoices')" in rejects
+    bronze = yaml.safe_load((project / "python_models/bronze/shop/_shop__bronze.yml").read_text())
+    config = {m["name"]: m["config"]["cdc_table"] for m in bronze["models"]}
+    assert config["bronze_shop__invoices"] == {
         "name": "invoices",
         "topic_prefix": "shop.public",
         "key": ["invoice_id", "line"],
@@ -141,7 +139,7 @@ def test_add_edit_and_remove_a_table(tmp_path: Path) -> None:
     assert deleted == ["models/silver/history/invoices_history.sql"]
     registry_file.write_text(SHOP)
     assert (
-        "python_models/flatten/shop/flat_shop__invoices.py: "
+        "python_models/bronze/shop/bronze_shop__invoices.py: "
         "generated for a table no longer in the registry" in check(project)
     )
     _, deleted = write(project)
@@ -398,7 +396,7 @@ def test_bronze_pipeline_columns_carry_no_tests() -> None:
     """Bronze keeps rejected lines, whose pipeline columns (`_cdc_seq`...) are null: a
     not_null test there fails the build as soon as one line is rejected (caught by the oracle's
     malformed-lines fault); the change log and silver test them."""
-    path = REPO / "python_models/flatten/northwind/_northwind__flatten.yml"
+    path = REPO / "python_models/bronze/northwind/_northwind__bronze.yml"
     for model in yaml.safe_load(path.read_text())["models"]:
         tested = [c["name"] for c in model["columns"] if c.get("data_tests")]
         assert not [c for c in tested if c.startswith("_cdc_")], model["name"]

@@ -1,5 +1,5 @@
 {#
-  Fails (or warns: var `cdc_rejects_severity`, default warn) when a flatten model holds rejected
+  Fails (or warns: var `cdc_rejects_severity`, default warn) when a bronze model holds rejected
   landing lines; each failing row names the file, line and reason.
 #}
 {% test cdc_no_rejects(model) %}

@@ -1,5 +1,5 @@
 {#
-  Warns (or fails: var `cdc_undeclared_severity`, default warn) when a flatten model holds fields
+  Warns (or fails: var `cdc_undeclared_severity`, default warn) when a bronze model holds fields
   of landed rows that are not among its columns: with schemas off, a column added at the source
   and not declared in `cdc_table.columns` yet. Nothing is lost: the decoder keeps such fields, as
   text, in `_cdc_undeclared`; once the column is declared, the next build fills it for every row
