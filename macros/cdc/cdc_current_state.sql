@@ -63,11 +63,13 @@
         target_attribute_columns=target_attributes,
         tombstones=cdc_tombstones_query(this, keys),
         carry=new_batch.unavailable,
+        key_changes=new_batch.get('key_changes', true),
     ) }}
     {%- endif %}
 {%- else %}
     {%- do cdc_set_batch_kind(this, 'full') %}
-    {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=cdc_batch_has_unavailable(changes)) -%}
+    {%- set carry = cdc_batch_has_unavailable(changes) -%}
+    {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_has_key_changes(changes)) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}
         {{ adapter.quote(column) }}{{ "," if not loop.last }}
@@ -114,21 +116,29 @@
 {% endmacro %}
 
 
-{#- What the change log holds after silver's watermark, in one scan: `found` (any row) and
-    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable).
-    Both true when not executing. A dbt unit test, whose fixtures cannot be queried, overrides it
-    (`overrides: macros: cdc_new_changes: {found: true, unavailable: ...}`). -#}
+{#- What the change log holds after silver's watermark, in one statement: `found` (any row),
+    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable)
+    and `key_changes` (a primary-key change, see cdc_has_key_changes). All true when not
+    executing. A dbt unit test, whose fixtures cannot be queried, overrides it (`overrides:
+    macros: cdc_new_changes: {found: true, unavailable: ..., key_changes: ...}`; a missing
+    `key_changes` is true). -#}
 {% macro cdc_new_changes(changes, relation) %}
     {%- if not execute -%}
-        {{ return({'found': true, 'unavailable': true}) }}
+        {{ return({'found': true, 'unavailable': true, 'key_changes': true}) }}
     {%- endif -%}
     {%- set query -%}
-        select count(*), count_if(coalesce(_cdc_unavailable_columns, '') != '')
-        from {{ changes }}
-        where _cdc_loaded_at > {{ cdc_watermark(relation) }}
+        with new_changes as (
+            select _cdc_seq, _cdc_op, _cdc_unavailable_columns
+            from {{ changes }}
+            where _cdc_loaded_at > {{ cdc_watermark(relation) }}
+        )
+        select
+            (select count(*) from new_changes),
+            (select count_if(coalesce(_cdc_unavailable_columns, '') != '') from new_changes),
+            (select count(*) from ({{ cdc_key_change_sequences('new_changes') }}) as key_change_seqs)
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
-    {{ return({'found': row[0] > 0, 'unavailable': row[1] > 0}) }}
+    {{ return({'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0}) }}
 {% endmacro %}
 
 

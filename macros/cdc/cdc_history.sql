@@ -77,20 +77,6 @@
 {% endmacro %}
 
 
-{#- True when the change log holds a primary-key change (a create and a delete at one sequence).
-    A dbt unit test, whose fixtures cannot be queried here, overrides it. -#}
-{% macro cdc_has_key_changes(changes) %}
-    {%- if not execute -%}
-        {{ return(true) }}
-    {%- endif -%}
-    {%- set query -%}
-        select count(*)
-        from ({{ cdc_key_change_sequences(changes) }}) as key_change_seqs
-    {%- endset -%}
-    {{ return(run_query(query).rows[0][0] > 0) }}
-{% endmacro %}
-
-
 {% macro default__cdc_history(changes, keys, ignore_columns, delete_mode) %}
 {%- set q = adapter.quote -%}
 {%- set key_list = cdc_column_list(keys) -%}

@@ -13,7 +13,6 @@
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_key_columns() -%}
-{%- set batch = cdc_batch_relation(target) -%}
 {%- set kind = cdc_strategy_batch_kind(target, 'cdc_history', 'cdc_history', ['changes']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_history") }}
@@ -28,12 +27,9 @@
 {%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
-{#- Resolve once, into a table: a cached view would keep the resolution's plan (large: window
-    functions, lambdas, CTEs inlined), which Spark analyses again in every query over it, and
-    the MERGE ran out of memory planning it. The post-hook (cdc_finalize_merge) drops it. -#}
-{% call statement('cdc_materialize_batch') %}
-    create or replace table {{ batch }} using iceberg as select * from {{ source }}
-{% endcall %}
+{#- Resolved once, into a table (a cached view would keep the resolution's plan, which Spark
+    analyses again in every query over it: the MERGE ran out of memory planning it). -#}
+{%- set batch = cdc_batch_table(source, target) -%}
 {%- set newest = run_query("select cast(max(_cdc_batch_loaded_at) as string) from " ~ batch).rows[0][0] -%}
 
 {#- Versions that differ from the stored ones, and the stored versions of the recomputed keys

@@ -54,14 +54,7 @@
 {%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
-{#- Resolve once, into a table: the resolution reads silver, and `cache table` is not enough,
-    because Spark refreshes a cached plan when a table it reads is written. After the MERGE the
-    insert of new keys would resolve the batch again against the merged silver (a key change's
-    new key then loses the unchanged-TOAST value of its old key, just deleted). -#}
-{%- set batch = cdc_batch_relation(target) -%}
-{% call statement('cdc_materialize_batch') %}
-    create or replace table {{ batch }} using iceberg as select * from {{ source }}
-{% endcall %}
+{%- set batch = cdc_batch_table(source, target) -%}
 
 {#- A late event made the model resolve the whole change log (cdc_late_changes_found): the
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
@@ -196,4 +189,31 @@
     the model's table; the post-hook (cdc_finalize_merge) drops it. -#}
 {% macro cdc_batch_relation(target) %}
     {{ return(target.incorporate(path={"identifier": target.identifier ~ '__cdc_batch'}, type='table')) }}
+{% endmacro %}
+
+
+{#- The adapter's incremental materialization asks where a strategy wants the model's select
+    (the batch): a silver or history run with changes resolves it once, into the batch table.
+    Not a temporary view: Spark analyses a view's SQL again in every statement that reads it
+    (the resolution is large: window functions, lambdas, CTEs inlined; analysing it twice cost a
+    third of an incremental silver build), and not `cache table` either, because Spark refreshes
+    a cached plan when a table it reads is written: after the MERGE, the insert of new keys
+    would resolve the batch again against the merged silver (a key change's new key then loses
+    the unchanged-TOAST value of its old key, just deleted). A run with nothing new keeps
+    dbt-spark's temporary view: its select is empty and the strategy writes nothing. -#}
+{% macro sparksession_incremental_batch_table(strategy, relation) %}
+    {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_batch_kind(relation) not in (none, 'nothing_new') -%}
+        {{ return(cdc_batch_relation(relation)) }}
+    {%- endif -%}
+    {{ return(none) }}
+{% endmacro %}
+
+
+{#- The batch a strategy was handed: the batch table (sparksession_incremental_batch_table). -#}
+{% macro cdc_batch_table(source, target) %}
+    {%- set batch = cdc_batch_relation(target) -%}
+    {%- if source.identifier != batch.identifier -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": the batch of an incremental CDC run is " ~ batch ~ ", got " ~ source ~ " (see sparksession_incremental_batch_table)") }}
+    {%- endif -%}
+    {{ return(batch) }}
 {% endmacro %}

@@ -82,6 +82,20 @@
 {%- endmacro %}
 
 
+{#- True when the change log holds a primary-key change (a create and a delete at one sequence).
+    A dbt unit test, whose fixtures cannot be queried here, overrides it. -#}
+{% macro cdc_has_key_changes(changes) %}
+    {%- if not execute -%}
+        {{ return(true) }}
+    {%- endif -%}
+    {%- set query -%}
+        select count(*)
+        from ({{ cdc_key_change_sequences(changes) }}) as key_change_seqs
+    {%- endset -%}
+    {{ return(run_query(query).rows[0][0] > 0) }}
+{% endmacro %}
+
+
 {#- Where a column's value comes from, in order: a (condition, value) list over the carried event
     alias `e`. The value sent in the key's generation; with a silver `target`, for generation 0,
     silver's row (a value the batch never sent). -#}

@@ -9,13 +9,17 @@
   `_cdc_unavailable_columns`, see cdc_batch_has_unavailable): nothing needs carrying, so one
   window over the key's events replaces the carry windows and the key-change chains, with the
   same result. The default, `carry=true`, is right for every batch.
+  `key_changes=false` is for a carrying batch without a primary-key change (no sequence holds a
+  create and a delete, see cdc_has_key_changes): the key-change chains, which would find no key
+  to follow, are left out of the plan (they double its size). The default is right for every
+  batch.
 #}
-{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none, carry=true) %}
-    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry)) }}
+{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none, carry=true, key_changes=true) %}
+    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry, key_changes)) }}
 {% endmacro %}
 
 
-{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true) %}
+{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true, key_changes=true) %}
 {%- set q = adapter.quote -%}
 {%- set keys = key_columns | map('trim') | list -%}
 {%- set key_list = cdc_column_list(keys) -%}
@@ -124,6 +128,8 @@ winners as (
     where _cdc_is_last
 ),
 
+{%- if key_changes %}
+
 {#- A primary-key change arrives as a delete of the old key and a create of the new key at one
     sequence; an unchanged TOAST value of the new key's generation is found under the old key
     (in the batch, or in silver), or, when the old key itself came from a key change in this
@@ -163,6 +169,21 @@ resolved as (
     left join key_changes as links
         on links._cdc_node = {{ cdc_key_node('winners', keys) }}
 ),
+
+{%- else %}
+
+resolved as (
+    select
+        {%- for column in keys %}
+        winners.{{ q(column) }},
+        {%- endfor %}
+        {%- for column in attribute_columns %}
+        {{ cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links=none) }} as {{ q(column) }},
+        {%- endfor %}
+        {{- cdc_winner_columns(target_only, target is not none) }}
+    from winners
+),
+{%- endif %}
 
 {%- else %}
 

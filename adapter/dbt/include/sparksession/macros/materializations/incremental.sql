@@ -56,9 +56,20 @@
     {% do persist_constraints(target_relation, model) %}
   {%- else -%}
     {#-- Relation must be merged --#}
+    {#-- sparksession: a strategy may resolve a SQL model's batch into a table it names
+         (sparksession_incremental_batch_table): the select is then analysed and run once, where
+         a temporary view is analysed again by every statement that reads it. --#}
+    {%- set batch_table = sparksession_incremental_batch_table(strategy, target_relation) if language == 'sql' else none -%}
+    {%- if batch_table is not none -%}
+      {%- set tmp_relation = batch_table -%}
+      {%- call statement('create_tmp_relation') -%}
+        create or replace table {{ batch_table }} using {{ file_format }} as {{ compiled_code }}
+      {%- endcall -%}
+    {%- else -%}
     {%- call statement('create_tmp_relation', language=language) -%}
       {{ create_table_as(True, tmp_relation, compiled_code, language) }}
     {%- endcall -%}
+    {%- endif -%}
     {#-- sparksession: a Python batch known to be empty (py_write_temp_view) writes nothing,
          not even an empty snapshot --#}
     {%- set known_rows = load_result('create_tmp_relation').response.rows_affected if language == 'python' else none -%}
@@ -127,4 +138,12 @@
     {%- endif %}{{ "," if not loop.last }}
   {%- endfor %}
   from {{ source_relation }}
+{% endmacro %}
+
+
+{#-- sparksession: the table an incremental run of `relation` with `strategy` resolves its batch
+     into, or none for a temporary view (dbt-spark's way). A project overrides this macro by
+     name for its own strategies; the strategy then reads and drops that table. --#}
+{% macro sparksession_incremental_batch_table(strategy, relation) %}
+  {{ return(none) }}
 {% endmacro %}
