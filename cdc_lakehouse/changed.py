@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cdc_lakehouse.layout import TopicFiles
 from cdc_lakehouse.tables.registry import Table, tables
 
 LISTING_FILE = "cdc_landing_listing.json"
@@ -43,21 +44,25 @@ def local_root(root: str) -> Path | None:
     return None
 
 
-def list_topics(root: Path, topics: Sequence[str]) -> Listing:
-    """Files of each topic folder (missing folders list as empty)."""
+def list_topics(root: Path, registered: Sequence[Table]) -> Listing:
+    """The files of each table's topic, in its source's layout (see layout.py): names relative
+    to the root, sizes and modification times. A topic with nothing landed lists as empty."""
     listing: Listing = {}
-    for topic in topics:
-        folder = root / "topics" / topic
-        files = []
-        if folder.is_dir():
-            for dirpath, _, names in os.walk(folder):
+    for table in registered:
+        topic_files = TopicFiles(table.spec.layout, table.topic)
+        files = {}
+        for folder in topic_files.folders:
+            top = root / folder if folder else root
+            if not top.is_dir():
+                continue
+            for dirpath, _, names in os.walk(top):
                 for name in names:
                     path = Path(dirpath) / name
-                    stat = path.stat()
-                    files.append(
-                        [path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns]
-                    )
-        listing[topic] = sorted(files)
+                    relative = path.relative_to(root).as_posix()
+                    if relative not in files and topic_files.classify(str(path), relative):
+                        stat = path.stat()
+                        files[relative] = [relative, stat.st_size, stat.st_mtime_ns]
+        listing[table.topic] = sorted(files.values())
     return listing
 
 
@@ -81,7 +86,7 @@ def plan(
         return None, None, f"landing root {root} is not a local folder: building everything"
     if not folder.is_absolute():
         folder = project / folder  # dbt reads a relative root from the project folder
-    current = list_topics(folder, [t.topic for t in registered])
+    current = list_topics(folder, registered)
     if build_all:
         return None, current, "--all: building everything"
     if not state.exists():

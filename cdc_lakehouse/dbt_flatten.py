@@ -127,7 +127,7 @@ def flatten_model(
     if not root:
         raise ValueError(f"{dbt.this}: `cdc_landing_root` is not set (dbt_project.yml)")
     spec = TableSpec.from_config(landing, table)
-    files = list_landing_files(session, root, spec.topic)
+    files = list_landing_files(session, root, spec.topic, spec.layout)
     identifier = dbt.this.identifier
     # A view a failed run left in this session must not be recorded by this run's post-hook.
     session.catalog.dropTempView(identifier + LEDGER_SUFFIX)

@@ -631,7 +631,11 @@ def _parse(lines: DataFrame, payload: T.StructType) -> DataFrame:
     # and parse every line a second time.
     trimmed = F.trim(value)
     null_payload = wrapped & trimmed.endswith(',"payload":null}')
-    parsed = lines.where((trimmed != "") & (trimmed != "null") & ~null_payload).select(
+    # The line 0 of a file that was not read has no text: it is kept, to be rejected.
+    kept = ((trimmed != "") & (trimmed != "null") & ~null_payload) | F.col(
+        "_cdc_file_problem"
+    ).isNotNull()
+    parsed = lines.where(kept).select(
         "*", w.alias("__cdc_w"), b.alias("__cdc_b"), schema_id.alias("__cdc_sid")
     )
     return parsed.select(
@@ -694,8 +698,12 @@ def _reason_sql(
     unavailable: dict[str, str],
     schemas: Sequence[EmbeddedSchema],
 ) -> str:
-    """Why a line is rejected (NULL when it is fine); the first failing check wins."""
-    cases = ["WHEN `__cdc_bad` THEN 'invalid JSON'"]
+    """Why a line is rejected (NULL when it is fine); the first failing check wins. A file that
+    was not read (see landing.LandingFile.problem) gives one line 0 with its problem."""
+    cases = [
+        "WHEN `_cdc_file_problem` IS NOT NULL THEN `_cdc_file_problem`",
+        "WHEN `__cdc_bad` THEN 'invalid JSON'",
+    ]
     unknown = "`__cdc_sid` IS NOT NULL"
     if schemas:
         unknown += f" AND `__cdc_sid` NOT IN ({', '.join(str(s.id) for s in schemas)})"
@@ -735,7 +743,12 @@ _ONE_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - datetime(1970,
 
 def _with_line_columns(lines: DataFrame) -> DataFrame:
     """Lines may come from elsewhere than read_landing_lines (tests, replays): fill the gaps."""
-    defaults = {"_cdc_file": "string", "_cdc_line": "int", "_cdc_offset": "bigint"}
+    defaults = {
+        "_cdc_file": "string",
+        "_cdc_line": "int",
+        "_cdc_offset": "bigint",
+        "_cdc_file_problem": "string",
+    }
     for name, sql_type in defaults.items():
         if name not in lines.columns:
             lines = lines.withColumn(name, F.lit(None).cast(sql_type))

@@ -1,26 +1,26 @@
-"""List and read landing files written by a Kafka Connect sink (one record value per line).
+"""List and read landing files written by a Kafka Connect storage sink (one record value per line).
 
-Layout: `<root>/topics/<topic>/<any partition folders>/<topic>+<partition>+<startoffset>.<ext>`.
-Reading keeps, for every line, the file it came from, its exact 1-based line number and the Kafka
-offset derived from the file name, so that every decoded row can be traced back and ordered.
+Where a topic's files are and how they are named is the source's layout (layout.py: Confluent's
+S3 sink by default, Aiven's, the Lenses stream-reactor's, or any pattern of the same form).
+Reading keeps, for every line, the file it came from, its exact 1-based line number and the
+Kafka partition and offset the file name gives, so that every decoded row can be traced back and
+ordered. A file the layout cannot name, or in a format not read here, is reported as a reject of
+line 0 with the reason: never skipped silently, never guessed at.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-DATA_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+from cdc_lakehouse.layout import LandingFile, Layout, TopicFiles
 
-# Kafka Connect storage sinks name files `<topic>+<kafkaPartition>+<startOffset>.<format ext>`;
-# topic names never contain '+', so the first two '+' are unambiguous.
-_FILE_NAME = re.compile(r"^[^+/]+\+(\d+)\+(\d+)\.[^/]+$")
+__all__ = ["LINES_SCHEMA", "LandingFile", "Layout", "list_landing_files", "read_landing_lines"]
 
 LINES_SCHEMA = T.StructType(
     [
@@ -29,26 +29,10 @@ LINES_SCHEMA = T.StructType(
         T.StructField("_cdc_offset", T.LongType(), True),
         T.StructField("_cdc_partition", T.IntegerType(), True),
         T.StructField("value", T.StringType(), True),
+        # Why a file is not read (its one line 0 is then a reject): see LandingFile.problem.
+        T.StructField("_cdc_file_problem", T.StringType(), True),
     ]
 )
-
-
-@dataclass(frozen=True)
-class LandingFile:
-    """One landing file. `path` is the URI as Hadoop lists it, `relative` is relative to root."""
-
-    path: str
-    relative: str
-
-    @property
-    def kafka_partition(self) -> int | None:
-        match = _FILE_NAME.match(self.relative.rsplit("/", 1)[-1])
-        return int(match.group(1)) if match else None
-
-    @property
-    def start_offset(self) -> int | None:
-        match = _FILE_NAME.match(self.relative.rsplit("/", 1)[-1])
-        return int(match.group(2)) if match else None
 
 
 def _qualify_root(root: str) -> str:
@@ -56,15 +40,6 @@ def _qualify_root(root: str) -> str:
     if urlsplit(root).scheme or os.path.isabs(root):
         return root
     return os.path.abspath(root)
-
-
-def _is_landing_file(relative_to_topic: str) -> bool:
-    """Data files only: writers use hidden/underscore/`.tmp` names until they rename."""
-    parts = relative_to_topic.split("/")
-    if any(part.startswith((".", "_")) for part in parts):
-        return False
-    name = parts[-1]
-    return not name.endswith(".tmp") and name.endswith(DATA_SUFFIXES)
 
 
 def _list_file_uris(spark: SparkSession, folder: str) -> list[str]:
@@ -76,41 +51,42 @@ def _list_file_uris(spark: SparkSession, folder: str) -> list[str]:
     return text.split("\u0000") if text else []
 
 
-def list_landing_files(spark: SparkSession, root: str, topic: str) -> list[LandingFile]:
-    """All data files under `<root>/topics/<topic>/`, recursively, sorted by relative path.
+def list_landing_files(
+    spark: SparkSession, root: str, topic: str, layout: Layout | None = None
+) -> list[LandingFile]:
+    """The files of `topic` under `root` in `layout` (default: Confluent's), sorted by relative
+    path, each with the partition and offset its name gives. Files in the topic's folders that
+    the layout cannot name are returned too, with their `problem`: the reader reports them.
 
     Goes through the Hadoop FileSystem API (and Spark's listing on top of it) so that local
-    paths and object stores (s3a://...) behave the same. A missing topic folder means nothing
-    landed yet: an empty list.
+    paths and object stores (s3a://...) behave the same. A missing folder means nothing landed
+    yet: an empty list.
     """
+    topic_files = TopicFiles(layout or Layout(), topic)
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     root_path = jvm.org.apache.hadoop.fs.Path(_qualify_root(root))
     fs = root_path.getFileSystem(conf)
     root_path = fs.makeQualified(root_path)
-    topic_path = jvm.org.apache.hadoop.fs.Path(root_path, f"topics/{topic}")
-    if not fs.exists(topic_path):
-        return []
     # Decoded URI paths on both sides, so names with spaces or '%' compare as they are.
     root_prefix = root_path.toUri().getPath().rstrip("/") + "/"
-    topic_prefix = f"{root_prefix}topics/{topic}/"
-    files = []
-    for uri in _list_file_uris(spark, topic_path.toString()):
-        parts = urlsplit(uri)
-        uri_path = unquote(parts.path)
-        if not uri_path.startswith(topic_prefix):
+    files: dict[str, LandingFile] = {}
+    for folder in topic_files.folders:
+        folder_path = jvm.org.apache.hadoop.fs.Path(root_path, folder) if folder else root_path
+        if not fs.exists(folder_path):
             continue
-        if not _is_landing_file(uri_path[len(topic_prefix) :]):
-            continue
-        # Hadoop's own text for the path (`file:/a b`, `s3a://bucket/a b`): Spark reads it as is.
-        authority = f"//{parts.netloc}" if parts.netloc else ""
-        files.append(
-            LandingFile(
-                path=f"{parts.scheme}:{authority}{uri_path}",
-                relative=uri_path[len(root_prefix) :],
-            )
-        )
-    return sorted(files, key=lambda f: f.relative)
+        for uri in _list_file_uris(spark, folder_path.toString()):
+            parts = urlsplit(uri)
+            uri_path = unquote(parts.path)
+            if not uri_path.startswith(root_prefix) or uri_path[len(root_prefix) :] in files:
+                continue
+            relative = uri_path[len(root_prefix) :]
+            # Hadoop's text for the path (`file:/a b`, `s3a://b/a b`): Spark reads it as is.
+            authority = f"//{parts.netloc}" if parts.netloc else ""
+            found = topic_files.classify(f"{parts.scheme}:{authority}{uri_path}", relative)
+            if found is not None:
+                files[relative] = found
+    return sorted(files.values(), key=lambda f: f.relative)
 
 
 _SCHEME_SLASHES = r"^([A-Za-z][A-Za-z0-9+.-]*):/+"
@@ -129,13 +105,19 @@ def _scanned_key(file_path: Column) -> Column:
 
 def _file_table(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     """One row per file: its comparable path and what we report for it."""
-    rows = [(_listed_key(f.path), f.relative, f.kafka_partition, f.start_offset) for f in files]
-    schema = "path_key string, _cdc_file string, _cdc_partition int, start_offset bigint"
+    rows = [
+        (_listed_key(f.path), f.relative, f.partition, f.offset, f.offset_is_last) for f in files
+    ]
+    schema = (
+        "path_key string, _cdc_file string, _cdc_partition int, name_offset bigint, "
+        "offset_is_last boolean"
+    )
     return spark.createDataFrame(rows, schema)
 
 
 def _block_table(scanned: DataFrame, files: DataFrame) -> DataFrame:
-    """Per (file, block): first row id and how many lines precede the block in its file.
+    """Per (file, block): first row id, how many lines precede the block in its file and how
+    many lines the file has.
 
     Rows of one file block are read by one task, in order, so their monotonically increasing
     ids are consecutive: the line number is an offset from the block's first id. The aggregate
@@ -151,18 +133,30 @@ def _block_table(scanned: DataFrame, files: DataFrame) -> DataFrame:
         "block_start",
         "block_first_id",
         F.coalesce(before, F.lit(0)).alias("lines_before"),
+        F.sum("block_lines").over(Window.partitionBy("file_path")).alias("file_lines"),
         _scanned_key(F.col("file_path")).alias("path_key"),
     ).join(F.broadcast(files), "path_key", "left")
 
 
+def _reported_files(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
+    """One line 0 per file that is not read, with the reason (decoded as a reject)."""
+    rows = [(f.relative, 0, None, f.partition, None, f.problem) for f in files]
+    return spark.createDataFrame(rows, LINES_SCHEMA)
+
+
 def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     """Raw lines of the given files with `_cdc_file`, `_cdc_line`, `_cdc_offset`,
-    `_cdc_partition` and `value` (see LINES_SCHEMA). Lazy: nothing is collected."""
-    if not files:
-        return spark.createDataFrame([], LINES_SCHEMA)
+    `_cdc_partition`, `value` and `_cdc_file_problem` (see LINES_SCHEMA). A file with a
+    `problem` is not read: it gives one line 0 that carries the problem. Lazy: nothing is
+    collected."""
+    readable = [f for f in files if f.problem is None]
+    reported = [f for f in files if f.problem is not None]
+    if not readable:
+        empty = spark.createDataFrame([], LINES_SCHEMA)
+        return _reported_files(spark, reported) if reported else empty
     # The id must be taken right above the scan: it encodes (task, row within task).
     scanned = (
-        spark.read.text([f.path for f in files])
+        spark.read.text([f.path for f in readable])
         .select(
             "value",
             F.col("_metadata.file_path").alias("file_path"),
@@ -170,16 +164,21 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
         )
         .withColumn("row_id", F.monotonically_increasing_id())
     )
-    blocks = _block_table(scanned, _file_table(spark, files))
+    blocks = _block_table(scanned, _file_table(spark, readable))
     line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
+    # The name gives the first record's offset, or the last's (one record per line).
+    offset = F.when(
+        F.col("offset_is_last"), F.col("name_offset") - F.col("file_lines") + line
+    ).otherwise(F.col("name_offset") + line - 1)
     # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
     # (and the second scan) from queries that only need `value`, such as the schema probe.
-    lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left")
-    return lines.select(
+    lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
         # A file the key does not match keeps its URI rather than losing its lines.
         F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
         line.cast("int").alias("_cdc_line"),
-        (F.col("start_offset") + line - 1).alias("_cdc_offset"),
+        offset.alias("_cdc_offset"),
         "_cdc_partition",
         "value",
+        F.lit(None).cast("string").alias("_cdc_file_problem"),
     )
+    return lines.unionByName(_reported_files(spark, reported)) if reported else lines

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_lakehouse.layout import Layout
+
 SHAPES = ("envelope", "flattened", "jdbc")
 DECIMAL_MODES = ("precise", "string", "double")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring")
@@ -84,7 +86,9 @@ def spark_type(declared: str) -> str:
 class TableSpec:
     """One source table as it lands.
 
-    topic: Kafka topic (folder under `<root>/topics/`).
+    topic: Kafka topic.
+    layout: where the sink puts the topic's files and how it names them (see Layout; default
+        Confluent's S3 sink: `<root>/topics/<topic>/.../<topic>+<partition>+<offset>.json`).
     shape: `envelope` (full Debezium envelope), `flattened` (ExtractNewRecordState rows) or
         `jdbc` (query-based rows from a JDBC source connector).
     key: primary-key columns.
@@ -102,6 +106,7 @@ class TableSpec:
     time_precision_mode: str = "adaptive"
     toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
     order_by: tuple[str, ...] = ()
+    layout: Layout = field(default_factory=Layout)
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
@@ -138,4 +143,5 @@ class TableSpec:
             time_precision_mode=merged.get("time_precision_mode", "adaptive"),
             toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
             order_by=tuple(merged.get("order_by") or ()),
+            layout=Layout.from_config(merged.get("layout")),
         )

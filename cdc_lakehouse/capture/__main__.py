@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--time-precision-mode", choices=TIME_MODES)
     group.add_argument("--snapshot-mode", choices=SNAPSHOT_MODES)
     group.add_argument("--flush-size", type=int, help="records per landing file at most (500)")
+    group.add_argument(
+        "--partitions", type=int, help="Kafka partitions per topic: keys spread as Kafka's (1)"
+    )
     group.add_argument("--topic-prefix", help="topic name prefix (northwind)")
 
     parser = argparse.ArgumentParser(
@@ -94,7 +97,7 @@ def config_from_args(args: argparse.Namespace) -> CaptureConfig:
         for key in (
             "name", "host", "port", "database", "user", "password_env", "out", "state_dir",
             "shape", "schemas_enable", "decimal_handling_mode", "time_precision_mode",
-            "snapshot_mode", "flush_size", "topic_prefix",
+            "snapshot_mode", "flush_size", "partitions", "topic_prefix",
         )
     }  # fmt: skip
     if args.tables:
@@ -125,7 +128,7 @@ def run_capture(config: CaptureConfig, args: argparse.Namespace) -> None:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     snapshot_mode, notes = prepare_state(config, slot_exists=slot_exists)
     config.out.mkdir(parents=True, exist_ok=True)
-    sink = LandingSink(config.out, config.flush_size)
+    sink = LandingSink(config.out, config.flush_size, config.partitions, config.layout)
     for topic in config.topics:
         sink.recover(topic)
     if sink.temp_files_removed:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from cdc_lakehouse.capture.sink import sink_layout
 from cdc_lakehouse.spec import DECIMAL_MODES, TIME_MODES
 
 SHAPES = ("envelope", "flattened")
@@ -38,7 +39,7 @@ class CaptureConfig:
 
     database: str
     tables: tuple[str, ...]  # schema-qualified: `public.orders`
-    out: Path  # landing root: files go to <out>/topics/<topic>/partition=0/
+    out: Path  # landing root: files go to <out>/topics/<topic>/partition=<p>/
     state_dir: Path  # offsets file and JVM log config of this capture
     name: str = ""  # names the slot and the publication; defaults to topic_prefix
     host: str = "localhost"
@@ -51,6 +52,10 @@ class CaptureConfig:
     time_precision_mode: str = "adaptive"
     snapshot_mode: str = "initial"
     flush_size: int = 500
+    partitions: int = 1  # Kafka partitions per topic (a key always lands in the same one)
+    # The sink whose layout the files follow: `confluent` (default) or
+    # `{sink: lenses, prefix: ..., partition_by: [...]}` (see capture/sink.py).
+    layout: str | Mapping[str, Any] | None = None
     topic_prefix: str = "northwind"
 
     def __post_init__(self) -> None:
@@ -119,7 +124,7 @@ class CaptureConfig:
         settings["tables"] = normalize_tables(settings["tables"])
         settings["out"] = Path(settings["out"])
         settings["state_dir"] = Path(settings["state_dir"])
-        for key in ("port", "flush_size"):
+        for key in ("port", "flush_size", "partitions"):
             settings[key] = _as_int(key, settings.get(key, getattr(cls, key)))
         if not isinstance(settings.get("schemas_enable", True), bool):
             raise ConfigError("schemas_enable must be true or false")
@@ -139,6 +144,12 @@ class CaptureConfig:
                 )
         if self.flush_size < 1:
             raise ConfigError("flush_size must be at least 1")
+        if self.partitions < 1:
+            raise ConfigError("partitions must be at least 1")
+        try:
+            sink_layout(self.out, self.layout)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.topic_prefix):
             raise ConfigError("topic_prefix may hold only letters, digits, '_', '-' and '.'")
 

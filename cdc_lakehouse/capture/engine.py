@@ -146,7 +146,7 @@ class LandingHandler(BasePythonChangeHandler):
 
     def handleJsonBatch(self, records: Any) -> None:  # the engine's name
         """`records`: the engine's change events (values as UTF-8 JSON bytes), in order."""
-        batch: list[tuple[str, bytes]] = []
+        batch: list[tuple[str, bytes, bytes | None]] = []
         streaming_from: int | None = None  # index in `batch` of the first change streamed
         for record in records:
             value = record.value()
@@ -162,7 +162,8 @@ class LandingHandler(BasePythonChangeHandler):
                 if op == "c":
                     self._pending_markers.append(marker_id)
                 continue
-            batch.append((topic, value))
+            key = record.key()
+            batch.append((topic, value, None if key is None else bytes(key)))
         if streaming_from is not None:
             self._write(batch[:streaming_from])
             self.on_streaming()
@@ -171,7 +172,7 @@ class LandingHandler(BasePythonChangeHandler):
         else:
             self._write(batch)
 
-    def _write(self, batch: list[tuple[str, bytes]]) -> None:
+    def _write(self, batch: list[tuple[str, bytes, bytes | None]]) -> None:
         if batch:
             started = time.monotonic()
             self.files_written += len(self.sink.write_batch(batch))

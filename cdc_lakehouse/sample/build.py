@@ -13,6 +13,7 @@ The source rows depend only on the seed; Debezium metadata (LSNs, txIds, ts_ms) 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
 import sys
@@ -21,6 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample.harness import SourceHarness, capture_groups
 from cdc_lakehouse.sample.northwind import DDL, MID_STREAM_DDL, TABLES, Table
@@ -48,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cdc-sample-") as state, TemporaryPostgres() as pg:
         harness = SourceHarness(pg, landing=landing, state_dir=Path(state), seed=args.seed)
         harness.setup()
-        harness.capture()
+        # The initial snapshot one capture after the other, in table order: a snapshot read's
+        # commit time is when it was read, so customers read before orders keep every order's
+        # customer version live at its placement (gold.fct_orders_customer_as_of).
+        harness.capture(parallel=False)
         for phase in range(1, args.phases + 1):
             counts = harness.run_phase(phase, args.transactions)
             workload_counts.update(counts)
@@ -67,10 +72,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def topic_stats(landing: Path, table: Table) -> tuple[Counter[str], int]:
     """Records by operation and the number of files of one topic."""
-    files = sorted((landing / "topics" / table.topic).rglob("*.json"))
+    topic_files = TopicFiles(Layout.from_config(table.layout_settings), table.topic)
+    files = sorted(
+        path
+        for folder in topic_files.folders
+        for path in (landing / folder).rglob("*")
+        if path.is_file() and topic_files.classify(str(path), path.relative_to(landing).as_posix())
+    )
     ops: Counter[str] = Counter()
     for path in files:
-        for line in path.read_text().splitlines():
+        data = path.read_bytes()
+        for line in (gzip.decompress(data) if path.suffix == ".gz" else data).decode().splitlines():
             value = json.loads(line)
             value = value.get("payload", value)
             ops[value.get("op") or value.get("__op") or "poll"] += 1
@@ -95,7 +107,8 @@ def readme(args: argparse.Namespace, landing: Path, state, workload: Counter[str
     activities = ", ".join(f"{k} {v}" for k, v in sorted(workload.items()))
     groups = "\n".join(
         f"- `{g.name}`: {', '.join(g.tables)} ({g.shape}"
-        f"{', schemas on' if g.schemas_enable else ''})"
+        f"{', schemas on' if g.schemas_enable else ''}"
+        f"{'' if g.layout == 'confluent' else f', {g.layout} layout, {g.partitions} partitions'})"
         for g in capture_groups()
     )
     return f"""# Sample landing zone: captured from a real PostgreSQL by real Debezium
@@ -110,6 +123,10 @@ ts_ms) differs from run to run.
 - `landing/topics/<topic>/partition=0/<topic>+0+<start offset>.json`: what a Kafka Connect S3
   sink writes: one record value per line, tombstones dropped, files rotated every 500 records and
   at the end of each capture batch.
+- `landing/outbox/customer_id=<c>/order_id=<o>/northwind.public.cdc_events(<p>_<last offset>).json`:
+  the outbox topic as the Lenses stream-reactor S3 sink writes it (KCQL `INSERT INTO
+  bucket:outbox SELECT * FROM northwind.public.cdc_events PARTITIONBY customer_id,order_id
+  STOREAS JSON PROPERTIES('flush.count'=50)`), over 3 Kafka partitions.
 - `expected/<table>.jsonl`: PostgreSQL's final state, one row per line sorted by primary key, in
   the canonical form of `cdc_lakehouse.sample.northwind.canonical_value` (numeric as a string
   with the column's scale, timestamps to the microsecond, timestamptz in UTC with `Z`, jsonb

@@ -29,37 +29,46 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample.northwind import TABLES, Table
+from cdc_lakehouse.sample.northwind import LAYOUTS, TABLES, Table
 from cdc_lakehouse.sample.workload import NorthwindWorkload, dump_state
 
 TOPIC_PREFIX = "northwind"
+# KCQL PROPERTIES('flush.count'=50) of the reference outbox pipeline.
+OUTBOX_FLUSH_COUNT = 50
 JDBC_TOPIC_PREFIX = "northwind_jdbc."
 
 
 @dataclass(frozen=True)
 class CaptureGroup:
-    """Tables captured by one Debezium engine (one landing shape)."""
+    """Tables captured by one Debezium engine (one landing shape, one sink layout)."""
 
     name: str
     shape: str
     schemas_enable: bool
     tables: tuple[str, ...]
+    layout: str = "confluent"  # a key of northwind.LAYOUTS
+    partitions: int = 1
 
 
 def capture_groups(tables: tuple[Table, ...] = TABLES) -> list[CaptureGroup]:
-    """One capture per (shape, schemas) combination of the Debezium tables, in table order."""
-    groups: dict[tuple[str, bool], list[str]] = {}
+    """One capture per (shape, schemas, layout, partitions) combination of the Debezium tables,
+    in table order."""
+    groups: dict[tuple[str, bool, str, int], list[str]] = {}
     for table in tables:
         if table.shape != "jdbc":
-            groups.setdefault((table.shape, table.schemas_enable), []).append(table.name)
+            group = (table.shape, table.schemas_enable, table.layout, table.partitions)
+            groups.setdefault(group, []).append(table.name)
     return [
         CaptureGroup(
-            name=f"nw_{shape}{'_schemas' if schemas else ''}",
+            name=f"nw_{shape}{'_schemas' if schemas else ''}"
+            + ("" if layout == "confluent" else f"_{layout}"),
             shape=shape,
             schemas_enable=schemas,
             tables=tuple(names),
+            layout=layout,
+            partitions=partitions,
         )
-        for (shape, schemas), names in groups.items()
+        for (shape, schemas, layout, partitions), names in groups.items()
     ]
 
 
@@ -77,6 +86,7 @@ class SourceHarness:
         seed: int,
         scale: float = 1.0,
         flush_size: int = 500,
+        partitions: int = 1,
         timeout: float = 300,
     ) -> None:
         self.pg = pg
@@ -84,6 +94,7 @@ class SourceHarness:
         self.state_dir = Path(state_dir)
         self.workload = NorthwindWorkload(seed, scale=scale)
         self.flush_size = flush_size
+        self.partitions = partitions  # Kafka partitions per Debezium topic
         self.timeout = timeout
         self.groups = capture_groups()
         self.jdbc_tables = tuple(t for t in TABLES if t.shape == "jdbc")
@@ -118,7 +129,10 @@ class SourceHarness:
             "schemas_enable": group.schemas_enable,
             "decimal_handling_mode": "precise",
             "time_precision_mode": "adaptive",
-            "flush_size": self.flush_size,
+            "flush_size": OUTBOX_FLUSH_COUNT if group.layout != "confluent" else self.flush_size,
+            # A table's own partitions (the outbox's topic), else the harness's.
+            "partitions": group.partitions if group.partitions > 1 else self.partitions,
+            "layout": LAYOUTS[group.layout],
             "topic_prefix": TOPIC_PREFIX,
         }
 

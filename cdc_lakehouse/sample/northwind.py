@@ -37,6 +37,10 @@ class Table:
         (query-based JDBC source connector rows), as in `cdc_lakehouse.spec.SHAPES`.
     added_later: columns added mid-stream by `ALTER TABLE ... ADD COLUMN` (not in `DDL`).
     order_by: `jdbc` only: the connector's timestamp column, then its incrementing column.
+    layout: how the sink lays out the topic's files (a key of LAYOUTS; default Confluent's S3
+        sink), for both the capture (writer) and the table registry (reader).
+    partitions: Kafka partitions of the topic.
+    derived: written by the database itself (triggers), never by the workload.
     """
 
     name: str
@@ -48,6 +52,13 @@ class Table:
     added_later: tuple[str, ...] = ()
     foreign_keys: tuple[str, ...] = ()
     order_by: tuple[str, ...] = ()
+    layout: str = "confluent"
+    partitions: int = 1
+    derived: bool = False
+
+    @property
+    def layout_settings(self) -> dict[str, Any] | str:
+        return LAYOUTS[self.layout]
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -163,7 +174,46 @@ SUPPLIERS = Table(
     order_by=("last_update", "supplier_id"),
 )
 
-TABLES: tuple[Table, ...] = (CUSTOMERS, PRODUCTS, ORDERS, ORDER_DETAILS, SUPPLIERS)
+# The transactional outbox of the order system: one document per order, kept by triggers on
+# `orders` and `order_details` (OUTBOX_TRIGGERS), captured alone (Debezium, JsonConverter schemas)
+# and landed by the Lenses stream-reactor S3 sink with KCQL
+# `INSERT INTO bucket:outbox SELECT * FROM northwind.public.cdc_events
+#  PARTITIONBY customer_id,order_id STOREAS JSON PROPERTIES('flush.count'=50)`.
+CDC_EVENTS = Table(
+    name="cdc_events",
+    columns=(
+        Column("order_id", "int", nullable=False),
+        Column("customer_id", "text"),
+        Column("order_date", "date"),
+        Column("required_date", "date"),
+        Column("shipped_at", "timestamptz"),
+        Column("ship_country", "text"),
+        Column("freight", "numeric(10,2)"),
+        Column("status", "text"),
+        Column("order_items", "jsonb"),
+        Column("products", "jsonb"),
+    ),
+    key=("order_id",),
+    topic="northwind.public.cdc_events",
+    shape="envelope",
+    schemas_enable=True,
+    layout="lenses_outbox",
+    partitions=3,
+    derived=True,
+)
+
+LAYOUTS: dict[str, dict[str, Any] | str] = {
+    "confluent": "confluent",
+    "lenses_outbox": {
+        "sink": "lenses",
+        "prefix": "outbox",
+        "partition_by": ["customer_id", "order_id"],
+        # JSON with the GZIP codec: the schema each record carries compresses ~20 times.
+        "compression": "gzip",
+    },
+}
+
+TABLES: tuple[Table, ...] = (CUSTOMERS, PRODUCTS, ORDERS, ORDER_DETAILS, SUPPLIERS, CDC_EVENTS)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 
@@ -196,7 +246,79 @@ def add_column_sql(table: Table) -> str:
 # Tables as they exist when capture starts (REPLICA IDENTITY DEFAULT everywhere). Long text
 # columns use STORAGE EXTERNAL so that values over ~2 KB are stored out of line uncompressed:
 # an UPDATE that leaves them alone then sends Debezium the unavailable-value placeholder.
-DDL = "\n\n".join(create_table_sql(t) for t in TABLES) + "\n"
+# The outbox documents: `order_items` and `products` are JSON arrays that grow as the lines of an
+# order are inserted (one upsert of the document per row change, so one transaction can update a
+# document several times); an order deleted deletes its document; `TRUNCATE order_details`
+# (a statement trigger: row triggers do not fire on a truncate) empties every document's arrays.
+OUTBOX_TRIGGERS = """
+CREATE FUNCTION cdc_events_refresh(p_order_id int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM orders WHERE order_id = p_order_id) THEN
+        DELETE FROM cdc_events WHERE order_id = p_order_id;
+        RETURN;
+    END IF;
+    INSERT INTO cdc_events AS e (
+        order_id, customer_id, order_date, required_date, shipped_at, ship_country, freight,
+        status, order_items, products
+    )
+    SELECT
+        o.order_id, o.customer_id, o.order_date, o.required_date, o.shipped_at, o.ship_country,
+        o.freight, o.status,
+        coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'product_id', d.product_id, 'unit_price', d.unit_price,
+                'quantity', d.quantity, 'discount', d.discount
+            ) ORDER BY d.product_id)
+            FROM order_details d WHERE d.order_id = o.order_id
+        ), '[]'::jsonb),
+        coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'product_id', p.product_id, 'product_name', p.product_name,
+                'category', p.category
+            ) ORDER BY p.product_id)
+            FROM order_details d JOIN products p ON p.product_id = d.product_id
+            WHERE d.order_id = o.order_id
+        ), '[]'::jsonb)
+    FROM orders o
+    WHERE o.order_id = p_order_id
+    ON CONFLICT (order_id) DO UPDATE SET
+        customer_id = excluded.customer_id, order_date = excluded.order_date,
+        required_date = excluded.required_date, shipped_at = excluded.shipped_at,
+        ship_country = excluded.ship_country, freight = excluded.freight,
+        status = excluded.status, order_items = excluded.order_items,
+        products = excluded.products;
+END
+$$;
+
+CREATE FUNCTION cdc_events_on_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM cdc_events_refresh(OLD.order_id);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND (TG_OP = 'INSERT' OR NEW.order_id <> OLD.order_id) THEN
+        PERFORM cdc_events_refresh(NEW.order_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION cdc_events_on_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE cdc_events SET order_items = '[]'::jsonb, products = '[]'::jsonb
+    WHERE order_items <> '[]'::jsonb OR products <> '[]'::jsonb;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER cdc_events_orders AFTER INSERT OR UPDATE OR DELETE ON orders
+    FOR EACH ROW EXECUTE FUNCTION cdc_events_on_change();
+CREATE TRIGGER cdc_events_order_details AFTER INSERT OR UPDATE OR DELETE ON order_details
+    FOR EACH ROW EXECUTE FUNCTION cdc_events_on_change();
+CREATE TRIGGER cdc_events_order_details_truncate AFTER TRUNCATE ON order_details
+    FOR EACH STATEMENT EXECUTE FUNCTION cdc_events_on_truncate();
+"""
+
+DDL = "\n\n".join(create_table_sql(t) for t in TABLES) + "\n" + OUTBOX_TRIGGERS
 # Run mid-stream, while the connector is capturing.
 MID_STREAM_DDL = "\n".join(s for s in (add_column_sql(t) for t in TABLES) if s) + "\n"
 

@@ -46,6 +46,7 @@ LANDING_KEYS = (
     "time_precision_mode",
     "toast_placeholder",
     "order_by",
+    "layout",
 )
 TABLE_KEYS = {
     "key",

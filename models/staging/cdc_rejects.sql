@@ -7,6 +7,7 @@ with rejects as (
         ref('bronze_northwind__orders'),
         ref('bronze_northwind__order_details'),
         ref('bronze_northwind__suppliers'),
+        ref('bronze_northwind__cdc_events'),
     ]) }}
 )
 

@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakehouse import REPO, canonical_lake_row, diff_states, lake_state, read_export, run_dbt
+from lakehouse import (
+    REPO,
+    SOURCE_EQUIVALENT_GOLD,
+    canonical_lake_row,
+    diff_states,
+    lake_state,
+    landing_files,
+    read_export,
+    record_lines,
+    run_dbt,
+)
 
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import northwind
@@ -37,14 +47,28 @@ HISTORY_AS_OF = {
 class OracleRun:
     """One seeded history: `source` (the harness), `landing` (what dbt reads), `lakehouse`."""
 
-    def __init__(self, pg: TemporaryPostgres, root: Path, seed: int, *, scale: float = 0.5):
+    def __init__(
+        self,
+        pg: TemporaryPostgres,
+        root: Path,
+        seed: int,
+        *,
+        scale: float = 0.5,
+        partitions: int = 1,
+    ):
         self.root = root
         self.seed = seed
+        self.partitions = partitions
         self.captured = root / "captured"  # where the capture tool writes
         self.landing = root / "landing"  # what dbt reads (a copy, so faults can reorder it)
         self.lakehouse = root / "lakehouse"
         self.source = SourceHarness(
-            pg, landing=self.captured, state_dir=root / "capture-state", seed=seed, scale=scale
+            pg,
+            landing=self.captured,
+            state_dir=root / "capture-state",
+            seed=seed,
+            scale=scale,
+            partitions=partitions,
         )
         self.builds = 0
         self.faults: list[str] = []
@@ -64,7 +88,7 @@ class OracleRun:
         return sorted(set(self.captured_files()) - before)
 
     def captured_files(self) -> list[Path]:
-        return sorted(self.captured.rglob("*.json"))
+        return landing_files(self.captured)
 
     def deliver(self, files: list[Path] | None = None) -> None:
         """Copy captured files (default: all not delivered yet) into the landing zone dbt reads."""
@@ -114,6 +138,14 @@ class OracleRun:
             self.compared["cells"] += len(expected) * len(table.columns)
             self.compared["mismatches"] += len(diff)
             problems += [f"{table.name}: {line}" for line in diff[:25]]
+        for relation, name in SOURCE_EQUIVALENT_GOLD.items():
+            table = northwind.TABLES_BY_NAME[name]
+            expected = {tuple(row[k] for k in table.key): row for row in expected_rows[name]}
+            diff = diff_states(expected, lake_state(export_dir, table, relation))
+            self.compared["rows"] += len(expected)
+            self.compared["cells"] += len(expected) * len(table.columns)
+            self.compared["mismatches"] += len(diff)
+            problems += [f"{relation} (vs {name}): {line}" for line in diff[:25]]
         self.report(label)
         assert not problems, (
             f"seed {self.seed}, {label}: the lake differs from PostgreSQL "
@@ -157,7 +189,7 @@ class OracleRun:
         )
 
     def events_landed(self) -> int:
-        return sum(len(p.read_text().splitlines()) for p in self.landing.rglob("*.json"))
+        return sum(len(record_lines(p)) for p in landing_files(self.landing))
 
     def report(self, label: str) -> None:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +197,8 @@ class OracleRun:
             "seed": self.seed,
             "label": label,
             "events_landed": self.events_landed(),
-            "files_landed": len(list(self.landing.rglob("*.json"))),
+            "files_landed": len(landing_files(self.landing)),
+            "partitions": self.partitions,
             "builds": self.builds,
             "faults": self.faults,
             **self.compared,
@@ -184,12 +217,14 @@ def summarize(report: Path) -> str:
     plain = [e for e in histories.values() if not e["faults"] and "ddl" not in e]
     faulted = [e for e in histories.values() if e["faults"]]
     comparisons = len(entries)
+    partitioned = [e.get("partitions", 1) > 1 for e in histories.values()]
     return (
         f"seeds: {len(plain)} oracle + {len(ddl)} DDL + {len(faulted)} fault histories; "
         f"DDL statements applied: {sum(e['ddl'] for e in ddl)}; "
         f"comparisons (builds): {comparisons}; "
         f"events landed: {sum(e['events_landed'] for e in histories.values())}; "
         f"faults injected: {sum(len(e['faults']) for e in faulted)}; "
+        f"histories with 3 Kafka partitions per topic: {sum(partitioned)}; "
         f"rows compared: {sum(e['rows'] for e in histories.values())} "
         f"({sum(e['cells'] for e in histories.values())} cells); "
         f"mismatches: {sum(e['mismatches'] for e in histories.values())}"

@@ -31,8 +31,8 @@ from cdc_lakehouse.capture.engine import (
     prepare_state,
 )
 from cdc_lakehouse.capture.preflight import wait_until_streaming
-from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name
-from cdc_lakehouse.landing import _is_landing_file
+from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name, murmur2, partition_for
+from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
@@ -311,8 +311,36 @@ def test_sink_recovers_offsets_and_removes_temp_files(tmp_path: Path) -> None:
 
 
 def test_landing_reader_ignores_temporary_files() -> None:
-    assert _is_landing_file(f"partition=0/{file_name('t', 0)}")
-    assert not _is_landing_file(f"partition=0/.{file_name('t', 0)}.tmp")
+    files = TopicFiles(Layout(), "t")
+    final = f"topics/t/partition=0/{file_name('t', 0)}"
+    assert files.classify(final, final) is not None
+    temporary = f"topics/t/partition=0/.{file_name('t', 0)}.tmp"
+    assert files.classify(temporary, temporary) is None
+
+
+def test_sink_spreads_keys_over_partitions_as_kafka_does(tmp_path: Path) -> None:
+    """Kafka's own murmur2 test vectors (UtilsTest.testMurmur2); a key always lands in the same
+    partition, each partition has its own offsets, records without a key go to partition 0."""
+    vectors = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536}
+    assert {k: murmur2(k.encode()) for k in vectors} == vectors
+    sink = LandingSink(tmp_path, flush_size=2, partitions=3)
+    keys = [f'{{"id":{i % 5}}}'.encode() for i in range(20)]
+    records = [("a", f'{{"n":{i}}}', key) for i, key in enumerate(keys)]
+    sink.write_batch([*records, ("a", "{}", None)])
+    seen: dict[int, list[int]] = {}
+    for p in range(3):
+        folder = tmp_path / "topics" / "a" / f"partition={p}"
+        names = sorted(f.name for f in folder.glob("*.json")) if folder.exists() else []
+        offset = 0
+        for name in names:
+            assert name == file_name("a", offset, p)
+            lines = (folder / name).read_text().splitlines()
+            seen.setdefault(p, []).extend(json.loads(line).get("n", -1) for line in lines)
+            offset += len(lines)
+    for i, key in enumerate(keys):
+        assert i in seen[partition_for(key, 3)]
+    assert seen[0][-1] == -1 and len(seen) >= 2
+    assert LandingSink(tmp_path, partitions=3).recover("a", 1) == len(seen.get(1, []))
 
 
 def test_config_file_flags_and_names(tmp_path: Path) -> None:
@@ -384,3 +412,36 @@ def test_state_left_by_a_kill_is_repaired(tmp_path: Path) -> None:
     offsets.unlink()
     assert prepare_state(config, slot_exists=False)[0] == "initial"  # a new slot: start over
     assert not config.snapshot_done_file.exists()
+
+
+def test_sink_writes_the_lenses_layout_the_reader_reads(tmp_path: Path) -> None:
+    """KCQL `INSERT INTO bucket:outbox SELECT * FROM t PARTITIONBY customer_id,order_id`: a folder
+    per order, files named after their last offset; one partition's offsets spread over folders,
+    and what the sink writes is what the reader's `lenses` layout names."""
+    layout = {"sink": "lenses", "prefix": "outbox", "partition_by": ["customer_id", "order_id"]}
+    sink = LandingSink(tmp_path, flush_size=2, partitions=2, layout=layout)
+    rows = [("C1", 1), ("C2", 2), ("C1", 1), ("C1", 1), ("C2", 3), ("C1", 1)]
+    records = []
+    for i, (customer, order) in enumerate(rows):
+        after = {"customer_id": customer, "order_id": order, "n": i}
+        value = json.dumps({"schema": {}, "payload": {"op": "c", "after": after}})
+        records.append(("t", value, f'{{"order_id":{order}}}'.encode()))
+    written = sink.write_batch(records)
+    files = TopicFiles(Layout.from_config(layout), "t")
+    names = {}
+    for path in written:
+        relative = path.relative_to(tmp_path).as_posix()
+        found = files.classify(str(path), relative)
+        assert found is not None and found.problem is None and found.offset_is_last, relative
+        names[relative] = (found.partition, found.offset)
+    order_1 = sorted(n for n in names if "/order_id=1/" in n)
+    assert all(n.startswith("outbox/customer_id=C1/order_id=1/t(") for n in order_1)
+    assert len(order_1) == 2  # four records of order 1, flush size 2
+    partition = partition_for(b'{"order_id":1}', 2)
+    assert {names[n][0] for n in order_1} == {partition}
+    last_offsets = sorted(names[n][1] for n in order_1)
+    assert (
+        LandingSink(tmp_path, partitions=2, layout=layout).recover("t", partition)
+        == max(o for p, o in names.values() if p == partition) + 1
+    )
+    assert last_offsets[-1] >= 3

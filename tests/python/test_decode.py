@@ -361,7 +361,7 @@ def test_results_do_not_depend_on_the_session_time_zone(
 # Landing files
 
 
-def test_list_landing_files_finds_nested_data_files_only(
+def test_list_landing_files_finds_nested_data_files_and_reports_unknown_names(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = "shop.public.orders"
@@ -377,11 +377,11 @@ def test_list_landing_files_finds_nested_data_files_only(
         f"partition=0/_{topic}+0+0000000040.json",  # underscore
         f"partition=0/{topic}+0+0000000050.json.tmp",  # being written
         "partition=0/upload.tmp",
-        "partition=0/notes.txt",
         f"_temporary/0/{topic}+0+0000000060.json",
         f".staging/{topic}+0+0000000070.json",
     ]
-    for name in [*data, *ignored]:
+    unknown = "partition=0/notes.txt"  # not a name the sink writes: reported, not read
+    for name in [*data, *ignored, unknown]:
         path = base / name
         path.parent.mkdir(parents=True, exist_ok=True)
         text = f'{{"v":"{data.get(name, "x")}"}}\n'
@@ -394,16 +394,22 @@ def test_list_landing_files_finds_nested_data_files_only(
     monkeypatch.chdir(tmp_path)
     files = list_landing_files(spark, "land", topic)  # relative root: resolved against cwd
 
-    assert [f.relative for f in files] == sorted(f"topics/{topic}/{n}" for n in data)
+    assert [f.relative for f in files] == sorted(f"topics/{topic}/{n}" for n in [*data, unknown])
     for f in files:
         assert f.path == f"file:{tmp_path / 'land' / f.relative}"
+    [reported] = [f for f in files if f.problem]
+    assert reported.relative == f"topics/{topic}/{unknown}"
+    assert reported.problem.startswith("file name does not follow the confluent layout")
     assert list_landing_files(spark, "land", "no.such.topic") == []
     assert list_landing_files(spark, str(tmp_path / "nowhere"), topic) == []
 
     rows = read_landing_lines(spark, files).orderBy("_cdc_file").collect()
-    assert [(r._cdc_file, r._cdc_line, json.loads(r.value)["v"]) for r in rows] == sorted(
-        (f"topics/{topic}/{n}", 1, v) for n, v in data.items()
+    assert [
+        (r._cdc_file, r._cdc_line, r.value and json.loads(r.value)["v"]) for r in rows
+    ] == sorted(
+        [(f"topics/{topic}/{n}", 1, v) for n, v in data.items()] + [(reported.relative, 0, None)]
     )
+    assert {r._cdc_file for r in rows if r._cdc_file_problem} == {reported.relative}
     by_file = {r._cdc_file.rsplit("/", 1)[-1]: r for r in rows}
     assert (
         by_file[f"{topic}+1+0000000005.jsonl"]._cdc_partition,
@@ -421,9 +427,7 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
     write_landing(
         tmp_path, topic, values[400:500], files=1, start=5000, partition=3, ext=".json.gz"
     )
-    odd = tmp_path / "topics" / topic / "manual" / "replayed-batch.jsonl"
-    odd.parent.mkdir(parents=True)
-    odd.write_text("".join(v + "\n" for v in values[500:]))
+    write_landing(tmp_path, topic, values[500:], files=1, start=7000, partition=1)
     files = list_landing_files(spark, str(tmp_path), topic)
     assert len(files) == 4
 
@@ -439,9 +443,8 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
     assert len(rows) == 600
     for row in rows:
         n = json.loads(row.value)["n"]
-        name = row._cdc_file.rsplit("/", 1)[-1]
-        if name == "replayed-batch.jsonl":
-            assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n - 499, None, None)
+        if n >= 500:
+            assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n - 499, 6500 + n, 1)
         elif n < 200:
             assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n + 1, 1000 + n, 0)
         elif n < 400:
@@ -458,6 +461,7 @@ def test_empty_inputs_keep_the_schema(spark: SparkSession) -> None:
         ("_cdc_offset", "bigint"),
         ("_cdc_partition", "int"),
         ("value", "string"),
+        ("_cdc_file_problem", "string"),
     ]
     assert lines.count() == 0
     decoded = decode_changes(lines, TableSpec(topic=TOPIC, key=("id",), columns=T_TYPES))

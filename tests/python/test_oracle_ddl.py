@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_scratch_project import SOURCE, bronze_model, make_project, staging_model, update_entry
-from lakehouse import column_types, read_export, run_dbt
+from lakehouse import column_types, landing_files, read_export, record_lines, run_dbt
 from oracle import REPORT
 
 from cdc_lakehouse.capture import run_capture_subprocess
@@ -393,9 +393,7 @@ class DdlOracle:
         entry = {
             "seed": f"ddl{self.seed}",
             "label": label,
-            "events_landed": sum(
-                len(p.read_text().splitlines()) for p in self.landing.rglob("*.json")
-            ),
+            "events_landed": sum(len(record_lines(p)) for p in landing_files(self.landing)),
             "builds": self.builds,
             "faults": [],
             "ddl": len(self.workload.applied),

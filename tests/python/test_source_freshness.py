@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from lakehouse import REPO, copy_landing, run_dbt
 
+from cdc_lakehouse.layout import TopicFiles
 from cdc_lakehouse.spec import TableSpec
 from cdc_lakehouse.tables import registry
 
@@ -82,6 +83,7 @@ def test_stale_landing_warns_then_errors(lakehouse: Path, landing: Path) -> None
         "products": "pass",
         "order_details": "pass",
         "suppliers": "pass",
+        "cdc_events": "pass",
     }
     # The loaded-at time is the newest file's modification time (to the millisecond).
     newest = datetime.fromisoformat(results["customers"]["max_loaded_at"])
@@ -109,7 +111,8 @@ def test_each_bronze_model_reads_the_topic_of_its_source(lakehouse: Path) -> Non
     assert len(bronze) == len(TOPICS)
     for node in bronze:
         config = node["config"]
-        topic = TableSpec.from_config(config.get("cdc_landing"), config["cdc_table"]).topic
+        spec = TableSpec.from_config(config.get("cdc_landing"), config["cdc_table"])
+        folder = TopicFiles(spec.layout, spec.topic).folders[0]  # `topics/<topic>` by default
         sources = [manifest["sources"][uid] for uid in node["depends_on"]["nodes"]]
         assert [s["resource_type"] for s in sources] == ["source"], node["name"]
-        assert sources[0]["identifier"].endswith(f"/topics/{topic}"), (node["name"], topic)
+        assert sources[0]["identifier"].endswith(f"/{folder}"), (node["name"], folder)

@@ -17,6 +17,7 @@ import yaml
 from lakehouse import REPO, SAMPLE
 
 from cdc_lakehouse import changed
+from cdc_lakehouse.layout import Layout
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import northwind
 from cdc_lakehouse.spec import spark_type
@@ -38,6 +39,7 @@ def test_registry_agrees_with_the_sample_source() -> None:
         entry = registered[table.name]
         assert entry.key == table.key, table.name
         assert entry.shape == table.shape, table.name
+        assert entry.spec.layout == Layout.from_config(table.layout_settings), table.name
         declared = {c.name: spark_type(c.type) for c in entry.columns}
         source = {c.name: spark_type(c.pg_type) for c in table.columns}
         assert declared == source, table.name
