@@ -223,15 +223,6 @@ class LandingFile:
     offset_is_last: bool = False
     problem: str | None = field(default=None, compare=False)
 
-    @property
-    def kafka_partition(self) -> int | None:
-        return self.partition
-
-    @property
-    def start_offset(self) -> int | None:
-        """The first record's offset when the name gives it (see `offset_is_last`)."""
-        return None if self.offset_is_last else self.offset
-
 
 def _in_flight(relative: str) -> bool:
     """Files a writer has not finished: hidden, `_`-prefixed (`_temporary/`) or `.tmp` names,

@@ -221,10 +221,6 @@ class LandingSink:
         self.files_written = 0
         self.temp_files_removed = 0
 
-    def topic_dir(self, topic: str, partition: int = PARTITION) -> Path:
-        """The folder of a Confluent-layout topic partition."""
-        return self.out / "topics" / topic / f"partition={partition}"
-
     # -- recovery ---------------------------------------------------------------------------
     def _remove_temp_files(self, topic: str) -> None:
         if topic in self._cleaned:

@@ -9,33 +9,29 @@ with documents as (
         from_json(
             order_items,
             'array<struct<product_id: int, unit_price: decimal(10, 2), quantity: int, discount: decimal(4, 2)>>'
-        ) as items
+        ) as order_lines
     from {{ ref('cdc_events') }}
 ),
 
-lines as (
+exploded as (
     select
-        documents.order_id,
-        documents.customer_id,
-        documents.status,
-        line.product_id,
-        line.unit_price,
-        line.quantity,
-        line.discount
+        order_id,
+        customer_id,
+        status,
+        explode(order_lines) as order_line
     from documents
-    lateral view explode(documents.items) exploded as line
 ),
 
 final as (
     select
-        order_id,
-        product_id,
-        unit_price,
-        quantity,
-        discount,
-        customer_id,
-        status as order_status
-    from lines
+        exploded.order_id,
+        exploded.order_line.product_id,
+        exploded.order_line.unit_price,
+        exploded.order_line.quantity,
+        exploded.order_line.discount,
+        exploded.customer_id,
+        exploded.status as order_status
+    from exploded
 )
 
 select * from final
