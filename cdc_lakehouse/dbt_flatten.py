@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lakehouse.decode import backfills, decode_changes, quote_identifier
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.snapshots import list_snapshots, with_snapshot_deletes
 from cdc_lakehouse.spec import TableSpec
 
 # The names of the landing files a bronze table holds, kept beside it in a small Iceberg table
@@ -128,20 +129,36 @@ def flatten_model(
         raise ValueError(f"{dbt.this}: `cdc_landing_root` is not set (dbt_project.yml)")
     spec = TableSpec.from_config(landing, table)
     files = list_landing_files(session, root, spec.topic, spec.layout)
+    # Complete extracts of a query-based table (snapshot-diff deletes, see snapshots.py): one is
+    # new while its manifest is not among the loaded files.
+    snapshots = list_snapshots(session, root, spec) if spec.snapshots else []
     identifier = dbt.this.identifier
     # A view a failed run left in this session must not be recorded by this run's post-hook.
     session.catalog.dropTempView(identifier + LEDGER_SUFFIX)
     done: set[str] = set()
+    loaded: list = []
     if dbt.is_incremental:
         fill_declared_columns(session, str(dbt.this), spec)
         done, recorded = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
-        if not files:
+        loaded = [s for s in snapshots if s.manifest in done]
+        snapshots = [s for s in snapshots if s.manifest not in done]
+        if not files and not snapshots:
             if not recorded:
                 hand_over_loaded_files(session, identifier, done)
             # Nothing new landed: an empty batch of the table's own shape, without planning
             # the decoder (a column added to `cdc_table` appears with the next landed file).
             return session.table(str(dbt.this)).where("false")
-    hand_over_loaded_files(session, identifier, done | {f.relative for f in files})
+    # A snapshot's files are read whole (its key set must be complete), even those a run that
+    # stopped half-way already loaded: a repeated row is a copy the resolution collapses.
+    snapshot_files = [f for s in snapshots for f in s.files if s.problem is None]
+    new = {f.relative for f in files} | {f.relative for f in snapshot_files}
+    hand_over_loaded_files(session, identifier, done | new | {s.manifest for s in snapshots})
     loaded_at = datetime.now(UTC)
-    return decode_changes(read_landing_lines(session, files), spec, loaded_at=loaded_at)
+    decoded = decode_changes(
+        read_landing_lines(session, files + snapshot_files), spec, loaded_at=loaded_at
+    )
+    if not snapshots and not loaded:
+        return decoded
+    history = session.table(str(dbt.this)) if dbt.is_incremental else None
+    return with_snapshot_deletes(decoded, snapshots, spec, history, loaded_at, loaded)

@@ -729,7 +729,7 @@ def _reason_sql(
     return f"CASE {' '.join(cases)} END"
 
 
-def _loaded_at_sql(loaded_at: datetime | None) -> str:
+def loaded_at_sql(loaded_at: datetime | None) -> str:
     """One value for the whole batch; a naive datetime is taken as UTC."""
     moment = loaded_at or datetime.now(UTC)
     if moment.tzinfo is None:
@@ -882,7 +882,7 @@ def decode_changes(
         F.col("_cdc_file"),
         F.col("_cdc_line").cast("int"),
         F.col("_cdc_offset").cast("bigint"),
-        F.expr(_loaded_at_sql(loaded_at)).alias("_cdc_loaded_at"),
+        F.expr(loaded_at_sql(loaded_at)).alias("_cdc_loaded_at"),
         F.expr(reason).alias("_cdc_reject_reason"),
         F.expr(f"if({reason} IS NULL, NULL, value)").alias("_cdc_raw"),
         F.expr(undeclared_sql(raw, undeclared)).alias("_cdc_undeclared"),

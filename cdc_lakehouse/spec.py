@@ -96,6 +96,9 @@ class TableSpec:
         `array<t>`); with schemas enabled the embedded schema decides the encoding, the
         declared type still decides the output type when given.
     order_by: `jdbc` only: timestamp column, then optional incrementing column.
+    snapshots: `jdbc` only: the folder (below the landing root) where complete extracts of the
+        table land, one folder per extract with its manifest (see snapshots.py); keys missing
+        from an extract are deleted. `true` in config means `snapshots/<topic>`.
     """
 
     topic: str
@@ -107,6 +110,7 @@ class TableSpec:
     toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
     order_by: tuple[str, ...] = ()
     layout: Layout = field(default_factory=Layout)
+    snapshots: str | None = None
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
@@ -119,6 +123,11 @@ class TableSpec:
             raise ValueError(f"{self.topic}: key columns are required")
         if self.shape == "jdbc" and not self.order_by:
             raise ValueError(f"{self.topic}: jdbc shape needs order_by (timestamp[, incrementing])")
+        if self.snapshots is not None and self.shape != "jdbc":
+            raise ValueError(
+                f"{self.topic}: snapshots (snapshot-diff deletes) are for query-based sources "
+                "(shape jdbc); a log-based capture sees its deletes"
+            )
         for declared in self.columns.values():
             spark_type(declared)  # validates
 
@@ -144,4 +153,16 @@ class TableSpec:
             toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
             order_by=tuple(merged.get("order_by") or ()),
             layout=Layout.from_config(merged.get("layout")),
+            snapshots=_snapshot_folder(merged.get("snapshots"), topic),
         )
+
+
+def _snapshot_folder(setting: Any, topic: str) -> str | None:
+    """`snapshots:` as configured: false/absent (none), true (`snapshots/<topic>`) or a folder."""
+    if setting is None or setting is False:
+        return None
+    if setting is True:
+        return f"snapshots/{topic}"
+    if isinstance(setting, str) and setting.strip("/"):
+        return setting.strip("/")
+    raise ValueError(f"{topic}: snapshots must be true, false or a folder below the landing root")

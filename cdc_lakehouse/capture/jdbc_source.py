@@ -8,6 +8,10 @@ changed twice between polls lands once: that is the shape's contract, not a bug.
 `columns=None` each poll selects every column the table has then, as the connector's table mode
 does, so a column added at the source lands from the next poll on.
 
+`snapshot` lands a complete extract of the table (what the connector's `bulk` mode reads, in one
+REPEATABLE READ transaction) as a snapshot folder with its manifest (see
+cdc_lakehouse/snapshots.py): the bronze model compares it with the change log to find deletes.
+
 Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
 columns as epoch milliseconds (Connect `Timestamp`), numbers as JSON numbers, text as strings.
 """
@@ -25,6 +29,11 @@ from typing import Any
 import psycopg
 
 from cdc_lakehouse.capture.sink import LandingSink
+from cdc_lakehouse.snapshots import write_snapshot
+
+# PostgreSQL type oid of `timestamptz`: its `as_of` is an instant (with offset), a `timestamp`
+# column's the session's wall clock.
+_TIMESTAMPTZ_OID = 1184
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -70,6 +79,42 @@ class JdbcSource:
         last = dict(zip(names, rows[-1], strict=True))
         self._store_offset(last[ts_col], last[inc_col])
         return len(values)
+
+    def snapshot(self, folder: Path, as_of: datetime | None = None) -> Path:
+        """Land every row of the table as one complete snapshot below `folder` (the table's
+        snapshot folder); `as_of` is the extract's time in the timestamp column's clock, by
+        default the source's own (`now()`, read in the extract's transaction). Returns the
+        manifest's path."""
+        ts_col, inc_col = self.order_by
+        cols = "*" if self.columns is None else ", ".join(self.columns)
+        with psycopg.connect(self.conninfo) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            with conn.transaction():
+                cursor = conn.execute(
+                    f"select {cols} from {self.table} order by {ts_col}, {inc_col}"
+                )
+                names = [d.name for d in cursor.description or ()]
+                zoned = any(
+                    d.name == ts_col and d.type_code == _TIMESTAMPTZ_OID
+                    for d in cursor.description or ()
+                )
+                rows = cursor.fetchall()
+                if as_of is None:
+                    clock = "now()" if zoned else "localtimestamp"
+                    as_of = conn.execute(f"select {clock}").fetchone()[0]
+        lines = [
+            json.dumps(
+                {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            for row in rows
+        ]
+        stamp = as_of.isoformat()
+        name = stamp.replace(":", "").replace("+", "p")  # a folder name every object store takes
+        return write_snapshot(
+            Path(folder) / name, lines, topic=self.topic, as_of=stamp, rows_per_file=self.flush_size
+        )
 
     def _load_offset(self) -> tuple[datetime, Any] | None:
         if not self.state_file.exists():

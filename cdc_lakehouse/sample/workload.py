@@ -14,7 +14,8 @@ transaction), shipping, order line edits, cancelled orders (lines and order dele
 price changes and customer edits that leave the out-of-line text columns alone (Debezium sends
 the TOAST placeholder), edits of those long texts, new customers and products, customer deletes
 and later re-inserts of the same key, primary-key changes (`UPDATE customers SET customer_id`,
-cascading to orders), columns set to NULL, supplier edits (query-based capture: no deletes).
+cascading to orders), columns set to NULL, supplier edits, deletes and re-inserts of a deleted
+supplier's key (query-based capture: the deletes are found by the snapshots' diff).
 Phase 2 adds `customers.loyalty_tier` mid-stream (`ALTER TABLE ... ADD COLUMN`); phase 3
 truncates `order_details` mid-stream.
 """
@@ -94,6 +95,7 @@ class NorthwindWorkload:
         self.rng = random.Random(seed)
         self.clock = START
         self.deleted_customers: list[dict[str, Any]] = []
+        self.deleted_suppliers: list[int] = []
         self.loyalty_added = False
         self.counts: Counter[str] = Counter()
         self._next_order = 10_000
@@ -164,6 +166,8 @@ class NorthwindWorkload:
             (self._customer_rekey, 1),
             (self._supplier_edit, 3),
             (self._supplier_new, 1),
+            (self._supplier_delete, 1),
+            (self._supplier_reinsert, 1),
         ]
 
     # -- activities -------------------------------------------------------------------------
@@ -319,6 +323,20 @@ class NorthwindWorkload:
     def _supplier_new(self, conn: Connection) -> None:
         self._insert_supplier(conn)
 
+    def _supplier_delete(self, conn: Connection) -> None:
+        """A supplier deleted: the polling capture never sees it; the next snapshot does."""
+        ids = [r[0] for r in conn.execute("select supplier_id from suppliers order by 1")]
+        if len(ids) > 2:
+            chosen = self.rng.choice(ids)
+            conn.execute("delete from suppliers where supplier_id = %s", (chosen,))
+            self.deleted_suppliers.append(chosen)
+
+    def _supplier_reinsert(self, conn: Connection) -> None:
+        """A deleted supplier's key back with new values (orders after the snapshot's delete)."""
+        if self.deleted_suppliers:
+            key = self.deleted_suppliers.pop(self.rng.randrange(len(self.deleted_suppliers)))
+            self._insert_supplier(conn, key)
+
     # -- row builders -----------------------------------------------------------------------
     def _new_customer(self, conn: Connection) -> dict[str, Any]:
         rng = self.rng
@@ -359,13 +377,15 @@ class NorthwindWorkload:
             },
         )
 
-    def _insert_supplier(self, conn: Connection) -> None:
-        self._next_supplier += 1
+    def _insert_supplier(self, conn: Connection, key: int | None = None) -> None:
+        if key is None:
+            self._next_supplier += 1
+            key = self._next_supplier
         self._insert(
             conn,
             "suppliers",
             {
-                "supplier_id": self._next_supplier,
+                "supplier_id": key,
                 "company_name": f"{self.rng.choice(COMPANY_FIRST)} {self.rng.choice(COMPANY_LAST)}",
                 "country": self.rng.choice(COUNTRIES),
                 "phone": self._phone(),

@@ -202,7 +202,13 @@ def _shape_text(table: Table) -> str:
     text = SHAPE_TEXT[table.shape]
     order_by = table.landing.get("order_by")
     if table.shape == "jdbc" and order_by:
-        text += f" on {', '.join(order_by)} (query-based CDC: deletes are not visible)"
+        if table.spec.snapshots:
+            text += (
+                f" on {', '.join(order_by)}, and complete extracts from "
+                f"`{table.spec.snapshots}/` whose diff gives the deletes"
+            )
+        else:
+            text += f" on {', '.join(order_by)} (query-based CDC: deletes are not visible)"
     return text
 
 

@@ -47,6 +47,7 @@ LANDING_KEYS = (
     "toast_placeholder",
     "order_by",
     "layout",
+    "snapshots",
 )
 TABLE_KEYS = {
     "key",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lakehouse.sample import northwind
+from cdc_lakehouse.snapshots import MANIFEST
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample"
@@ -249,19 +250,25 @@ def run_dbt(
 
 
 def landing_files(root: Path) -> list[Path]:
-    """Every data file below a landing root, whatever its layout (`.json` or `.gz`), without
-    the hidden and temporary files of a writer."""
+    """Every file below a landing root, whatever its layout (`.json` or `.gz`), and snapshot
+    manifests, without the hidden and temporary files of a writer."""
     return sorted(
         path
         for path in root.rglob("*")
         if path.is_file()
-        and not any(part.startswith((".", "_")) for part in path.relative_to(root).parts)
+        and (
+            path.name == MANIFEST
+            or not any(part.startswith((".", "_")) for part in path.relative_to(root).parts)
+        )
         and not path.name.endswith(".tmp")
     )
 
 
 def record_lines(path: Path) -> list[str]:
-    """The records (lines) of a landing file, gzip-compressed or not."""
+    """The records (lines) of a landing file, gzip-compressed or not (a snapshot manifest holds
+    none)."""
+    if path.name == MANIFEST:
+        return []
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
