@@ -57,11 +57,14 @@ class Scale:
     maintenance_batch: int
     capture_rows: int  # rows in the source table when the capture starts (snapshot)
     capture_changes: int  # changes made while streaming
+    # dbt runs in one long-lived process (incremental and no-op): the first starts it, the
+    # others give the warm figure
+    warm_runs: int = 3
 
 
 SCALES = {
     # A smoke run of the suite itself (tests/python/test_benchmarks.py), not for figures.
-    "tiny": Scale((5_000,), (5_000,), 0, (1_000,), 2, 500, 2_000, 1_000),
+    "tiny": Scale((5_000,), (5_000,), 0, (1_000,), 2, 500, 2_000, 1_000, warm_runs=2),
     "small": Scale((50_000, 100_000, 200_000), (50_000, 100_000, 200_000), 20_000,
                    (1_000, 10_000), 10, 1_000, 20_000, 20_000),
     "1m": Scale((250_000, 500_000, 1_000_000), (250_000, 1_000_000), 100_000,
@@ -339,10 +342,11 @@ def scenario_incremental(suite: Suite) -> list[dict[str, Any]]:
             suite.results["scenarios"]["incremental"] = [*tables, table]
             suite.save()
         # The smallest batch again, in a long-lived driver (cdc_lakehouse.continuous): the first
-        # of WARM_RUNS runs starts the process, the others show what a scheduled run costs.
+        # of the scale's warm runs starts the process, the others show what a scheduled run costs.
         first = min(suite.scale.batches)
-        say(f"incremental {name}: {WARM_RUNS} runs of {label(first)} in one process")
-        warm = suite.warm_runs(lakehouse, landing, WARM_RUNS, first)
+        runs = suite.scale.warm_runs
+        say(f"incremental {name}: {runs} runs of {label(first)} in one process")
+        warm = suite.warm_runs(lakehouse, landing, runs, first)
         warm["expected_rows"] = generate.live_rows(landing)
         checksum = suite.reference("checksum", landing, lakehouse)["silver_checksum"]
         warm["rows_match_source"] = checksum["row_count"] == warm["expected_rows"]
@@ -352,9 +356,6 @@ def scenario_incremental(suite: Suite) -> list[dict[str, Any]]:
         suite.save()
         tables.append(table)
     return tables
-
-
-WARM_RUNS = 3
 
 
 def _median(values: Sequence[float]) -> float:
@@ -367,17 +368,18 @@ def scenario_noop(suite: Suite) -> dict[str, Any]:
     name, lakehouse, landing, _ = _initial_table(suite, max(suite.scale.initial))
     say(f"no-op: dbt build on {name} with nothing new landed")
     result = suite.dbt(["build"], lakehouse, landing)
-    say(f"no-op: {WARM_RUNS} builds in one process (python -m cdc_lakehouse.continuous)")
+    runs = suite.scale.warm_runs
+    say(f"no-op: {runs} builds in one process (python -m cdc_lakehouse.continuous)")
     loop = run_measured(
         [sys.executable, "-m", "cdc_lakehouse.continuous", "--every", "0",
-         "--runs", str(WARM_RUNS), "--", *dbt_command(["build"], lakehouse, landing)[1:]],
+         "--runs", str(runs), "--", *dbt_command(["build"], lakehouse, landing)[1:]],
         cwd=suite.project,
         env=spark_env(lakehouse),
     )  # fmt: skip
-    runs = [json.loads(line) for line in loop.stdout.splitlines() if line.startswith("{")]
-    if loop.returncode != 0 or len(runs) != WARM_RUNS or not all(r["success"] for r in runs):
+    builds = [json.loads(line) for line in loop.stdout.splitlines() if line.startswith("{")]
+    if loop.returncode != 0 or len(builds) != runs or not all(r["success"] for r in builds):
         raise RuntimeError(f"continuous builds failed:\n{(loop.stdout + loop.stderr)[-3000:]}")
-    seconds = [r["seconds"] for r in runs]
+    seconds = [r["seconds"] for r in builds]
     warm = {"seconds": seconds, "warm_seconds": _median(seconds[1:])}
     return {"table": name, **result, "warm": warm}
 
