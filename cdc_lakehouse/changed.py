@@ -5,7 +5,8 @@
 
 A plain `dbt build` runs every model and test of every table, even when one topic received files:
 with 50 tables, a build where nothing landed still costs minutes. This lists the landing zone's
-topic folders (names, sizes, modification times of their files: no file is read), compares the
+topic folders (names, sizes, modification times of their files: no file is read; for a table
+with snapshot-diff deletes, its extracts' manifests too), compares the
 listing with the one saved by the last successful run, and builds only the registered tables
 whose topic changed, and what depends on them: `dbt build --select source:landing_<S>.<T>+ ...`
 (bronze, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
@@ -30,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cdc_lakehouse.layout import TopicFiles
+from cdc_lakehouse.snapshots import MANIFEST
 from cdc_lakehouse.tables.registry import Table, tables
 
 LISTING_FILE = "cdc_landing_listing.json"
@@ -62,6 +64,13 @@ def list_topics(root: Path, registered: Sequence[Table]) -> Listing:
                     if relative not in files and topic_files.classify(str(path), relative):
                         stat = path.stat()
                         files[relative] = [relative, stat.st_size, stat.st_mtime_ns]
+        if table.spec.snapshots:
+            # A complete extract (snapshot-diff deletes) counts once its manifest has landed.
+            top = root / table.spec.snapshots
+            for manifest in sorted(top.glob(f"*/{MANIFEST}")) if top.is_dir() else ():
+                relative = manifest.relative_to(root).as_posix()
+                stat = manifest.stat()
+                files[relative] = [relative, stat.st_size, stat.st_mtime_ns]
         listing[table.topic] = sorted(files.values())
     return listing
 

@@ -6,12 +6,21 @@ Reading keeps, for every line, the file it came from, its exact 1-based line num
 Kafka partition and offset the file name gives, so that every decoded row can be traced back and
 ordered. A file the layout cannot name, or in a format not read here, is reported as a reject of
 line 0 with the reason: never skipped silently, never guessed at.
+
+Parquet files (Confluent's S3 sink with `format.class=ParquetFormat`: `<topic>+<p>+<offset>
+.gz.parquet`, written through parquet-avro from the Connect record) are read as rows and each
+row is written back as the line the JsonConverter with schemas on would have landed for the same
+record (the Parquet types as Connect types: Decimal as base64 unscaled bytes, Timestamp as epoch
+milliseconds, Date as epoch days), so one decoder serves both; its line number is the row's
+position in the file (`_metadata.row_index` + 1).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -144,16 +153,159 @@ def _reported_files(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
+def _is_parquet(file: LandingFile) -> bool:
+    return file.relative.lower().endswith(".parquet")
+
+
+# Parquet (Spark) type -> Kafka Connect schema of the field, for the types Connect's AvroData
+# writes (parquet-avro). Decimals, timestamps, dates and arrays are built in _connect_field.
+_CONNECT_PRIMITIVES = {
+    T.ByteType: "int8",
+    T.ShortType: "int16",
+    T.IntegerType: "int32",
+    T.LongType: "int64",
+    T.FloatType: "float32",
+    T.DoubleType: "float64",
+    T.BooleanType: "boolean",
+    T.StringType: "string",
+    T.BinaryType: "bytes",
+}
+_TWO_POW_64 = "18446744073709551616BD"
+
+
+def _decimal_bytes(column: str, data_type: T.DecimalType) -> Column:
+    """Base64 of the unscaled value as big-endian two's complement, as JsonConverter writes a
+    Connect Decimal: 8 bytes up to precision 18 (what the decoder's fast path reads), else 16.
+    The unscaled value comes from the decimal's text (exact: it has `scale` fraction digits);
+    `div` and the correction below keep the 16-byte split exact (decimal division rounds)."""
+    unscaled = f"CAST(replace(CAST({column} AS string), '.', '') AS decimal(38,0))"
+    if data_type.precision <= 18:
+        return F.expr(f"base64(unhex(lpad(hex(CAST({unscaled} AS bigint)), 16, '0')))")
+    quotient = f"({unscaled} div {_TWO_POW_64})"
+    low = f"({unscaled} - CAST({quotient} AS decimal(38,0)) * {_TWO_POW_64})"
+    high = f"if({low} < 0, {quotient} - 1, {quotient})"
+    low_positive = f"if({low} < 0, {low} + {_TWO_POW_64}, {low})"
+    hexed = (
+        f"concat(lpad(hex({high}), 16, '0'), "
+        f"lpad(conv(CAST({low_positive} AS string), 10, 16), 16, '0'))"
+    )
+    return F.expr(f"base64(unhex({hexed}))")
+
+
+def _connect_field(name: str, data_type: T.DataType) -> tuple[dict, Column]:
+    """The Connect field schema and the JSON-ready value of one Parquet column."""
+    sql = "`" + name.replace("`", "``") + "`"
+    column = F.col(sql)
+    field: dict = {"field": name, "optional": True}
+    if isinstance(data_type, T.DecimalType):
+        field |= {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {
+                "scale": str(data_type.scale),
+                "connect.decimal.precision": str(data_type.precision),
+            },
+        }
+        return field, _decimal_bytes(sql, data_type)
+    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
+        field |= {"type": "int64", "name": "org.apache.kafka.connect.data.Timestamp"}
+        instant = column.cast("timestamp") if isinstance(data_type, T.TimestampNTZType) else column
+        return field, F.unix_millis(instant)
+    if isinstance(data_type, T.DateType):
+        field |= {"type": "int32", "name": "org.apache.kafka.connect.data.Date"}
+        return field, F.unix_date(column)
+    if isinstance(data_type, T.BinaryType):
+        return field | {"type": "bytes"}, F.base64(column)
+    if isinstance(data_type, T.ArrayType) and type(data_type.elementType) in _CONNECT_PRIMITIVES:
+        item, _ = _connect_field("item", data_type.elementType)
+        item.pop("field")
+        return field | {"type": "array", "items": item}, column
+    kind = _CONNECT_PRIMITIVES.get(type(data_type))
+    if kind is None:  # structs, maps, nested arrays: kept as their JSON text
+        return field | {"type": "string"}, F.to_json(column)
+    return field | {"type": kind}, column
+
+
+def _parquet_problems(spark: SparkSession, files: list[LandingFile]) -> list[LandingFile]:
+    """The files with the reason their Parquet footer cannot be read (a file cut short, not
+    Parquet at all): reported as rejects rather than failing the whole batch. One footer read
+    per file (a few milliseconds each)."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    checked = []
+    for file in files:
+        problem = None
+        try:
+            input_file = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                jvm.org.apache.hadoop.fs.Path(file.path), conf
+            )
+            jvm.org.apache.parquet.hadoop.ParquetFileReader.open(input_file).close()
+        except Exception as exc:  # noqa: BLE001 - py4j raises the JVM's exception
+            message = str(exc).strip().splitlines()
+            detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
+            problem = f"not a readable Parquet file: {detail.split('Exception: ', 1)[-1]}"
+        checked.append(replace(file, problem=problem) if problem else file)
+    return checked
+
+
+def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
+    """Rows of Parquet landing files as JsonConverter lines (schemas on), with file, line (row
+    position + 1), partition and offset like the JSON lines."""
+    # Connect Decimals are BINARY-backed DECIMAL in parquet-avro's files, and Spark's vectorized
+    # reader reads a BINARY decimal only into a decimal wider than 18 digits (its
+    # ParquetVectorUpdaterFactory: SchemaColumnConvertNotSupportedException "physicalType:
+    # BINARY, logicalType: decimal(5,2)", seen on these machines; the Spark behaviour is
+    # confirmed in apache/datafusion-comet#567). The row-based reader reads them, so landing
+    # Parquet is read row by row; Iceberg's own Parquet reader ignores this setting.
+    spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
+    frame = spark.read.option("mergeSchema", "true").parquet(*[f.path for f in files])
+    fields, values = [], []
+    for struct_field in frame.schema.fields:
+        schema, value = _connect_field(struct_field.name, struct_field.dataType)
+        fields.append(schema)
+        values.append(value.alias(struct_field.name))
+    schema_text = json.dumps(
+        {"type": "struct", "fields": fields, "optional": False}, separators=(",", ":")
+    )
+    payload = F.to_json(F.struct(*values), {"ignoreNullFields": "false"})
+    value = F.concat(F.lit('{"schema":' + schema_text + ',"payload":'), payload, F.lit("}"))
+    scanned = frame.select(
+        value.alias("value"),
+        _scanned_key(F.col("_metadata.file_path")).alias("path_key"),
+        F.col("_metadata.row_index").alias("row_index"),
+    )
+    line = F.col("row_index") + 1
+    rows = F.count(F.lit(1)).over(Window.partitionBy("path_key"))
+    offset = F.when(F.col("offset_is_last"), F.col("name_offset") - rows + line).otherwise(
+        F.col("name_offset") + F.col("row_index")
+    )
+    return scanned.join(F.broadcast(_file_table(spark, files)), "path_key", "left").select(
+        F.col("_cdc_file"),
+        line.cast("int").alias("_cdc_line"),
+        offset.alias("_cdc_offset"),
+        "_cdc_partition",
+        "value",
+        F.lit(None).cast("string").alias("_cdc_file_problem"),
+    )
+
+
 def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     """Raw lines of the given files with `_cdc_file`, `_cdc_line`, `_cdc_offset`,
     `_cdc_partition`, `value` and `_cdc_file_problem` (see LINES_SCHEMA). A file with a
     `problem` is not read: it gives one line 0 that carries the problem. Lazy: nothing is
     collected."""
-    readable = [f for f in files if f.problem is None]
-    reported = [f for f in files if f.problem is not None]
+    readable = [f for f in files if f.problem is None and not _is_parquet(f)]
+    parquet = _parquet_problems(spark, [f for f in files if f.problem is None and _is_parquet(f)])
+    reported = [f for f in files if f.problem is not None] + [f for f in parquet if f.problem]
+    parquet = [f for f in parquet if f.problem is None]
+    extra = [_reported_files(spark, reported)] if reported else []
+    if parquet:
+        extra.append(_parquet_lines(spark, parquet))
     if not readable:
-        empty = spark.createDataFrame([], LINES_SCHEMA)
-        return _reported_files(spark, reported) if reported else empty
+        out = spark.createDataFrame([], LINES_SCHEMA)
+        for part in extra:
+            out = out.unionByName(part)
+        return out
     # The id must be taken right above the scan: it encodes (task, row within task).
     scanned = (
         spark.read.text([f.path for f in readable])
@@ -181,4 +333,6 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
         "value",
         F.lit(None).cast("string").alias("_cdc_file_problem"),
     )
-    return lines.unionByName(_reported_files(spark, reported)) if reported else lines
+    for part in extra:
+        lines = lines.unionByName(part)
+    return lines

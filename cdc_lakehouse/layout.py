@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Formats a sink may write that this reader does not decode: reported, never read as text.
-UNREAD_SUFFIXES = (".parquet", ".avro", ".snappy", ".zst", ".csv", ".csv.gz")
+UNREAD_SUFFIXES = (".avro", ".snappy", ".zst", ".csv", ".csv.gz")
 
 SINKS = ("confluent", "aiven", "lenses", "custom")
 AIVEN_DEFAULT_TEMPLATE = "{{topic}}-{{partition}}-{{start_offset}}"
@@ -263,7 +263,9 @@ def _classify(
                 partition=int(groups["partition"]) if groups.get("partition") else None,
                 offset=int(groups["offset"]),
                 offset_is_last=matcher.offset_is_last,
-                problem=f"format {unread} is not read (JSON lines only)" if unread else None,
+                problem=f"format {unread} is not read (JSON lines and Parquet only)"
+                if unread
+                else None,
             )
         if matcher.generic.match(relative):
             return None  # another topic's file

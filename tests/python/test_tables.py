@@ -379,6 +379,22 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     assert why == "1 of 2 tables changed: shop.invoices"
     changed.save(state, listing)
 
+    # a query-based table's complete extract is a change once its manifest lands
+    registry = project / "tables" / "shop.yml"
+    registry.write_text(
+        registry.read_text()
+        + "  vendors:\n    shape: jdbc\n    order_by: [updated_at, id]\n    snapshots: true\n"
+        "    key: [id]\n    columns: {id: int, updated_at: timestamp}\n"
+    )
+    changed.save(state, changed.plan(project, str(landing), state)[1])
+    extract = landing / "snapshots" / "shop.public.vendors" / "2026-01-01T000000"
+    extract.mkdir(parents=True)
+    (extract / "part-00000.json").write_text("{}\n")
+    assert changed.plan(project, str(landing), state)[0] == []  # no manifest yet: waits
+    (extract / "_cdc_snapshot.json").write_text("{}\n")
+    assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.vendors+"]
+    registry.write_text(registry.read_text().split("  vendors:")[0])
+
     # a file rewritten in place (same name, new size) is a change too
     (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n{}\n")
     assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.accounts+"]
