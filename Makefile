@@ -91,7 +91,8 @@ test: install-dev lint
 test-fast: install-dev lint
 	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
 		tests/python/test_schema_changes.py tests/python/test_source_freshness.py \
-		tests/python/test_tables.py
+		tests/python/test_tables.py tests/python/test_layouts.py tests/python/test_snapshots.py \
+		tests/python/test_parquet_landing.py
 
 ## Other -------------------------------------------------------------------------------------
 docs: install
