@@ -197,20 +197,21 @@ def with_snapshot_deletes(
     reopened: list[Snapshot] = []
     if history is not None and loaded:
         oldest = changes.agg(F.min("_cdc_seq")).first()[0]
-        rejected = {
-            r[0]
-            for r in history.where("_cdc_line = 0 AND _cdc_reject_reason IS NOT NULL")
-            .select("_cdc_file")
-            .collect()
-        }
-        reopened = [
-            s
-            for s in loaded
-            if s.problem is None
-            and s.manifest not in rejected
-            and oldest is not None
-            and delete_sequence(s.as_of) >= oldest
-        ]
+        if oldest is not None:
+            reopened = [
+                s for s in loaded if s.problem is None and delete_sequence(s.as_of) >= oldest
+            ]
+        if reopened:  # only then: which of them were incomplete (their manifest's reject)
+            manifests = [s.manifest for s in reopened]
+            rejected = {
+                r[0]
+                for r in history.where(
+                    F.col("_cdc_file").isin(manifests) & F.col("_cdc_reject_reason").isNotNull()
+                )
+                .select("_cdc_file")
+                .collect()
+            }
+            reopened = [s for s in reopened if s.manifest not in rejected]
     late = changes.select(*keys).distinct() if reopened else None
     parts = [batch]
     for snapshot in sorted([*complete, *reopened], key=lambda s: as_of_micros(s.as_of)):

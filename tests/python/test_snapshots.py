@@ -198,6 +198,9 @@ def test_an_incomplete_snapshot_deletes_nothing_and_is_reported(
     assert bronze.where(f"_cdc_file = '{root}/as_of=4/part-00000.json'").count() == 1
     assert bronze.where("_cdc_reject_reason = 'invalid JSON'").count() == 1
     assert bronze.where("_cdc_file LIKE '%as_of=6%' OR _cdc_file LIKE '%as_of=7%'").count() == 0
+    # a change older than them that lands later does not reopen them: they stay deleting nothing
+    late = polled(spark, tmp_path, "1", [row(4, "d", 2)])
+    assert deletes(load(spark, tmp_path, [late], history=bronze)) == {}
 
 
 def test_snapshots_are_for_query_based_sources() -> None:
