@@ -153,6 +153,14 @@ def _reported_files(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
+def _record_offset(line: Column, file_lines: Column) -> Column:
+    """A record's offset from its line: the file name gives the first record's offset, or the
+    last's (`offset_is_last`; one record per line)."""
+    return F.when(F.col("offset_is_last"), F.col("name_offset") - file_lines + line).otherwise(
+        F.col("name_offset") + line - 1
+    )
+
+
 def _is_parquet(file: LandingFile) -> bool:
     return file.relative.lower().endswith(".parquet")
 
@@ -275,10 +283,7 @@ def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
         F.col("_metadata.row_index").alias("row_index"),
     )
     line = F.col("row_index") + 1
-    rows = F.count(F.lit(1)).over(Window.partitionBy("path_key"))
-    offset = F.when(F.col("offset_is_last"), F.col("name_offset") - rows + line).otherwise(
-        F.col("name_offset") + F.col("row_index")
-    )
+    offset = _record_offset(line, F.count(F.lit(1)).over(Window.partitionBy("path_key")))
     return scanned.join(F.broadcast(_file_table(spark, files)), "path_key", "left").select(
         F.col("_cdc_file"),
         line.cast("int").alias("_cdc_line"),
@@ -318,10 +323,7 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
     )
     blocks = _block_table(scanned, _file_table(spark, readable))
     line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
-    # The name gives the first record's offset, or the last's (one record per line).
-    offset = F.when(
-        F.col("offset_is_last"), F.col("name_offset") - F.col("file_lines") + line
-    ).otherwise(F.col("name_offset") + line - 1)
+    offset = _record_offset(line, F.col("file_lines"))
     # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
     # (and the second scan) from queries that only need `value`, such as the schema probe.
     lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(

@@ -66,14 +66,7 @@ class JdbcSource:
             rows = cursor.fetchall()
         if not rows:
             return 0
-        values = [
-            json.dumps(
-                {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            for row in rows
-        ]
+        values = _json_lines(names, rows)
         sink = LandingSink(self.out, flush_size=self.flush_size)
         sink.write_batch([(self.topic, v) for v in values])
         last = dict(zip(names, rows[-1], strict=True))
@@ -102,14 +95,7 @@ class JdbcSource:
                 if as_of is None:
                     clock = "now()" if zoned else "localtimestamp"
                     as_of = conn.execute(f"select {clock}").fetchone()[0]
-        lines = [
-            json.dumps(
-                {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            for row in rows
-        ]
+        lines = _json_lines(names, rows)
         stamp = as_of.isoformat()
         name = stamp.replace(":", "").replace("+", "p")  # a folder name every object store takes
         return write_snapshot(
@@ -129,6 +115,18 @@ class JdbcSource:
             json.dumps({"timestamp": timestamp.isoformat(), "incrementing": incrementing})
         )
         tmp.replace(self.state_file)
+
+
+def _json_lines(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Rows as the connector's JsonConverter (schemas off) writes them, one line each."""
+    return [
+        json.dumps(
+            {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        for row in rows
+    ]
 
 
 def _connect_value(value: Any) -> Any:
