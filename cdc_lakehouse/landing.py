@@ -236,8 +236,8 @@ def _connect_field(name: str, data_type: T.DataType) -> tuple[dict, Column]:
 
 def _parquet_problems(spark: SparkSession, files: list[LandingFile]) -> list[LandingFile]:
     """The files with the reason their Parquet footer cannot be read (a file cut short, not
-    Parquet at all): reported as rejects rather than failing the whole batch. One footer read
-    per file (a few milliseconds each)."""
+    Parquet at all) or Spark cannot read their columns: reported as rejects rather than failing
+    the whole batch. One footer read per file (a few milliseconds each)."""
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     checked = []
@@ -247,13 +247,33 @@ def _parquet_problems(spark: SparkSession, files: list[LandingFile]) -> list[Lan
             input_file = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
                 jvm.org.apache.hadoop.fs.Path(file.path), conf
             )
-            jvm.org.apache.parquet.hadoop.ParquetFileReader.open(input_file).close()
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(input_file)
+            try:
+                schema = reader.getFooter().getFileMetaData().getSchema()
+            finally:
+                reader.close()
+            problem = _unreadable_columns(schema)
         except Exception as exc:  # noqa: BLE001 - py4j raises the JVM's exception
             message = str(exc).strip().splitlines()
             detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
             problem = f"not a readable Parquet file: {detail.split('Exception: ', 1)[-1]}"
         checked.append(replace(file, problem=problem) if problem else file)
     return checked
+
+
+def _unreadable_columns(schema) -> str | None:
+    """Why Spark cannot read a file of this Parquet schema, if it cannot: a `TIME` column
+    (Connect Time, from a `time` source column) fails Spark 3.5's schema conversion ("Illegal
+    Parquet type: INT32 (TIME(MILLIS,true))") and with it the whole read."""
+    for column in schema.getColumns():
+        annotation = column.getPrimitiveType().getLogicalTypeAnnotation()
+        if annotation is not None and str(annotation.toString()).startswith("TIME("):
+            name = ".".join(column.getPath())
+            return (
+                f"Parquet column {name} is {annotation.toString()}, which Spark cannot read (a "
+                "Connect Time: land it as JSON, or cast the column in the source query)"
+            )
+    return None
 
 
 def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:

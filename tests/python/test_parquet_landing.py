@@ -19,7 +19,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from cdc_lakehouse.decode import decode_changes
-from cdc_lakehouse.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.landing import LandingFile, list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import TableSpec
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "parquet" / "landing"
@@ -87,3 +87,32 @@ def test_parquet_files_decode_to_exact_values_lines_and_offsets(spark: SparkSess
     # the query-based order: the later poll of payment 16050 orders after the first
     first, again = rows[0]["_cdc_seq"], rows[3]["_cdc_seq"]
     assert first < again
+
+
+def test_a_parquet_file_spark_cannot_read_is_a_reject(spark: SparkSession, tmp_path: Path) -> None:
+    """A Connect Time column (Parquet TIME) stops Spark's read of the whole batch; the reader
+    reports its file instead, and the other files of the batch still load."""
+    store = TableSpec.from_config(
+        None,
+        {
+            "topic": "pagila.store",
+            "shape": "jdbc",
+            "key": ["store_id"],
+            "order_by": ["store_id"],
+            "columns": {"store_id": "int"},
+        },
+    )
+    files = list_landing_files(spark, str(ROOT), "pagila.store")
+    assert len(files) == 1 and files[0].problem is None
+    good = tmp_path / "good.json"
+    good.write_text('{"store_id": 2}\n')
+    lines = read_landing_lines(spark, [*files, LandingFile(f"file:{good}", "good.json", 0, 0)])
+    rows = decode_changes(lines, store).collect()
+    assert [(r["store_id"], r["_cdc_reject_reason"]) for r in rows if r["_cdc_line"] == 1] == [
+        (2, None)
+    ]
+    [reject] = [r for r in rows if r["_cdc_reject_reason"]]
+    assert (reject["_cdc_file"], reject["_cdc_line"]) == (files[0].relative, 0)
+    assert reject["_cdc_reject_reason"].startswith(
+        "Parquet column opens is TIME(MILLIS,true), which Spark cannot read"
+    ), reject["_cdc_reject_reason"]
