@@ -85,9 +85,9 @@ PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: install-dev lint
 	$(PYTEST)
 
-# A developer's loop, about 5 min on 2 cores (lint, then the decoder, the capture tool, DDL end
-# to end against PostgreSQL, freshness, the table registry and generator). CI runs `make test`,
-# which holds all of these.
+# A developer's loop, about 6 min on 2 cores (lint, then the decoder, the capture tool, DDL end
+# to end against PostgreSQL, freshness, the table registry and generator, landing layouts,
+# snapshot-diff deletes, Parquet landing). CI runs `make test`, which holds all of these.
 test-fast: install-dev lint
 	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
 		tests/python/test_schema_changes.py tests/python/test_source_freshness.py \
