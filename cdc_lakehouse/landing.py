@@ -60,6 +60,14 @@ def _list_file_uris(spark: SparkSession, folder: str) -> list[str]:
     return text.split("\u0000") if text else []
 
 
+def landing_root(spark: SparkSession, root: str):
+    """The Hadoop FileSystem of a landing root and the root's qualified Path (`file:/...`,
+    `s3a://...`): local folders and object stores are listed the same way."""
+    root_path = spark._jvm.org.apache.hadoop.fs.Path(_qualify_root(root))
+    fs = root_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return fs, fs.makeQualified(root_path)
+
+
 def list_landing_files(
     spark: SparkSession, root: str, topic: str, layout: Layout | None = None
 ) -> list[LandingFile]:
@@ -73,10 +81,7 @@ def list_landing_files(
     """
     topic_files = TopicFiles(layout or Layout(), topic)
     jvm = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
-    root_path = jvm.org.apache.hadoop.fs.Path(_qualify_root(root))
-    fs = root_path.getFileSystem(conf)
-    root_path = fs.makeQualified(root_path)
+    fs, root_path = landing_root(spark, root)
     # Decoded URI paths on both sides, so names with spaces or '%' compare as they are.
     root_prefix = root_path.toUri().getPath().rstrip("/") + "/"
     files: dict[str, LandingFile] = {}

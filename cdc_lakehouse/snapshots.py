@@ -46,6 +46,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdc_lakehouse.decode import loaded_at_sql
+from cdc_lakehouse.landing import landing_root
 from cdc_lakehouse.layout import LandingFile
 from cdc_lakehouse.spec import TableSpec
 
@@ -93,14 +94,8 @@ def snapshot_folder(spec: TableSpec) -> str:
 def list_snapshots(spark: SparkSession, root: str, spec: TableSpec) -> list[Snapshot]:
     """The complete snapshots (a manifest written) of the table under `root`, oldest `as_of`
     first; through the Hadoop FileSystem API, so object stores work as local folders do."""
-    from cdc_lakehouse.landing import _qualify_root
-
-    jvm = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
-    hpath = jvm.org.apache.hadoop.fs.Path
-    root_path = hpath(_qualify_root(root))
-    fs = root_path.getFileSystem(conf)
-    root_path = fs.makeQualified(root_path)
+    hpath = spark._jvm.org.apache.hadoop.fs.Path
+    fs, root_path = landing_root(spark, root)
     root_text = root_path.toString().rstrip("/") + "/"
     folder = snapshot_folder(spec).strip("/")
     found = fs.globStatus(hpath(root_path, f"{folder}/*/{MANIFEST}")) or []
