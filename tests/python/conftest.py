@@ -68,7 +68,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # leave one process idle at the end.
 LONG_FILES = {
     "test_oracle.py": 1000,
-    "test_oracle_faults.py": 950,
+    "test_oracle_faults.py": 700,
     "test_pipeline_e2e.py": 620,
     "test_cluster_targets.py": 500,
     "test_benchmarks.py": 420,

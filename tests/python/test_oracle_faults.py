@@ -1,14 +1,15 @@
-"""The oracle under faults: faults injected into seeded histories, after which the lake must
-equal PostgreSQL exactly as without them. The first three share one history (`three_faults`),
-the two that need a history of their own have one each.
+"""The oracle under faults: faults injected into one seeded history, after which the lake must
+equal PostgreSQL exactly as without them. One history holds them all (`faults`), in phases, each
+built and compared with PostgreSQL (a history per fault cost a PostgreSQL, a snapshot and builds
+each):
 
 - the capture process hard-killed (SIGKILL) mid-run after it wrote files but before its offsets
   moved, then restarted: a batch repeated in landing;
+- malformed lines in landing files: they go to rejects with file and line, every good row
+  still arrives;
 - a landing file delivered twice under a new name;
 - files of a later phase landing (and being built) before the files of an earlier phase;
-- `dbt build` killed with SIGKILL during a silver merge, then re-run;
-- malformed lines in landing files: they go to rejects with file and line, every good row
-  still arrives.
+- `dbt build` killed with SIGKILL during a silver merge, then re-run.
 """
 
 from __future__ import annotations
@@ -31,19 +32,22 @@ ORDERS_TOPIC = "northwind.public.orders"
 
 
 @pytest.fixture(scope="module")
-def three_faults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One seeded history with three faults, built twice (a history per fault cost a PostgreSQL,
-    a snapshot and a build each):
+def faults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One seeded history, five phases, five faults; each build is compared with PostgreSQL
+    and the tests below read what happened:
     1. phase 1's capture of the orders group is SIGKILLed right after renaming its first file,
        before it marks the batch processed, then restarted: Debezium delivers that batch again;
     2. three malformed lines are written into one of phase 1's orders files (in the middle and
        at the end), then the first build;
     3. phase 2 lands with one of its orders files delivered twice under a new name, then the
-       second build.
-    Each build is compared with PostgreSQL; the tests below read what happened."""
+       second build;
+    4. phases 3 and 4 are captured; phase 4's files land and are built first, then phase 3's
+       (older than what silver holds), then a build;
+    5. phase 5 lands and `dbt build` is SIGKILLed (its JVM with it) while a silver MERGE runs,
+       then re-run as a user would."""
     facts: dict[str, Any] = {}
     with TemporaryPostgres() as pg:
-        run = OracleRun(pg, tmp_path_factory.mktemp("three-faults"), seed=2001)
+        run = OracleRun(pg, tmp_path_factory.mktemp("faults"), seed=2001)
         run.start()
         snapshot = set(run.captured_files())
         run.source.run_phase(1, TRANSACTIONS * 2)
@@ -84,7 +88,24 @@ def three_faults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         twice = run.landing / orders[0].relative_to(run.captured)
         shutil.copyfile(twice, twice.with_name(f"{ORDERS_TOPIC}+0+0009000000.json"))
         run.faults.append("one landing file delivered twice under a new name")
-        facts["phase2"] = compare(run, run.build("phase2"), "file delivered twice")
+        export = run.build("phase2", data_tests=False)
+        facts["phase2"] = compare(run, export, "file delivered twice")
+
+        phase3 = run.phase(3, TRANSACTIONS)
+        phase4 = run.phase(4, TRANSACTIONS)
+        run.deliver(phase4)  # phase 4 arrives and is built before phase 3
+        run.build("phase4-first", data_tests=False)
+        run.deliver(phase3)
+        run.faults.append("phase 4 files built before phase 3 files")
+        export = run.build("phase3-late", data_tests=False)
+        facts["phase3"] = compare(run, export, "out of order across runs")
+
+        run.phase(5, TRANSACTIONS)
+        run.deliver()
+        killed_at = kill_dbt_during_silver_merge(run, "killed")
+        run.faults.append(f"dbt build SIGKILL during silver merge of {killed_at}")
+        # The last build runs the data tests on the final state.
+        facts["phase5"] = compare(run, run.build("rerun"), "dbt killed during merge")
     return facts
 
 
@@ -97,52 +118,30 @@ def compare(run: OracleRun, export: Path, label: str) -> str:
     return ""
 
 
-def test_capture_killed_mid_run_and_restarted(three_faults: dict[str, Any]) -> None:
-    assert three_faults["crash_returncode"] == -signal.SIGKILL
-    assert three_faults["files_after_crash"] > 0
-    assert three_faults["batch_landed_twice"]
-    assert not three_faults["phase1"], three_faults["phase1"]
+def test_capture_killed_mid_run_and_restarted(faults: dict[str, Any]) -> None:
+    assert faults["crash_returncode"] == -signal.SIGKILL
+    assert faults["files_after_crash"] > 0
+    assert faults["batch_landed_twice"]
+    assert not faults["phase1"], faults["phase1"]
 
 
-def test_malformed_lines_go_to_rejects_and_good_rows_arrive(three_faults: dict[str, Any]) -> None:
-    assert not three_faults["phase1"], three_faults["phase1"]
-    rejects = three_faults["rejects"]
-    assert sorted(r["_cdc_line"] for r in rejects) == three_faults["malformed_lines"]
+def test_malformed_lines_go_to_rejects_and_good_rows_arrive(faults: dict[str, Any]) -> None:
+    assert not faults["phase1"], faults["phase1"]
+    rejects = faults["rejects"]
+    assert sorted(r["_cdc_line"] for r in rejects) == faults["malformed_lines"]
     assert all(r["_cdc_reject_reason"] for r in rejects)
 
 
-def test_file_delivered_twice_under_a_new_name(three_faults: dict[str, Any]) -> None:
-    assert not three_faults["phase2"], three_faults["phase2"]
+def test_file_delivered_twice_under_a_new_name(faults: dict[str, Any]) -> None:
+    assert not faults["phase2"], faults["phase2"]
 
 
-def test_later_phase_lands_before_earlier_phase(tmp_path: Path) -> None:
-    with TemporaryPostgres() as pg:
-        run = OracleRun(pg, tmp_path, seed=2003)
-        run.start()
-        snapshot = run.captured_files()
-        phase1 = run.phase(1, TRANSACTIONS)
-        phase2 = run.phase(2, TRANSACTIONS)
-        run.deliver(snapshot)
-        run.build("snapshot", data_tests=False)
-        run.deliver(phase2)  # phase 2 arrives and is built before phase 1
-        run.build("phase2-first", data_tests=False)
-        run.deliver(phase1)
-        run.faults.append("phase 2 files built before phase 1 files")
-        run.assert_lake_equals_database(run.build("phase1-late"), "out of order across runs")
+def test_later_phase_lands_before_earlier_phase(faults: dict[str, Any]) -> None:
+    assert not faults["phase3"], faults["phase3"]
 
 
-def test_dbt_build_killed_during_silver_merge(tmp_path: Path) -> None:
-    with TemporaryPostgres() as pg:
-        run = OracleRun(pg, tmp_path, seed=2004)
-        run.start()
-        run.phase(1, TRANSACTIONS)
-        run.deliver()
-        run.build("phase1", data_tests=False)
-        run.phase(2, TRANSACTIONS)
-        run.deliver()
-        killed_at = kill_dbt_during_silver_merge(run, "killed")
-        run.faults.append(f"dbt build SIGKILL during silver merge of {killed_at}")
-        run.assert_lake_equals_database(run.build("rerun"), "dbt killed during merge")
+def test_dbt_build_killed_during_silver_merge(faults: dict[str, Any]) -> None:
+    assert not faults["phase5"], faults["phase5"]
 
 
 def landed_more_than_once(topic_dir: Path) -> bool:
