@@ -34,6 +34,7 @@ jars/.installed: jvm/pom.xml
 	rm -rf jars
 	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars
 	cd jars && ln -sf "$$(ls iceberg-spark-runtime-*.jar)" iceberg-spark-runtime.jar
+	cd jars && ln -sf "$$(ls spark-avro_*.jar)" spark-avro.jar
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt

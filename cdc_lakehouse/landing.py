@@ -13,6 +13,13 @@ row is written back as the line the JsonConverter with schemas on would have lan
 record (the Parquet types as Connect types: Decimal as base64 unscaled bytes, Timestamp as epoch
 milliseconds, Date as epoch days), so one decoder serves both; its line number is the row's
 position in the file (`_metadata.row_index` + 1).
+
+Avro files (`format.class=AvroFormat`: `<topic>+<p>+<offset>.avro`, Avro container files of the
+Connect record through AvroData) are read the same way with Spark's Avro data source (the
+spark-avro jar of jvm/pom.xml): each file's header is read first, a file that is not Avro is a
+reject, and files are read in groups of one writer schema each (Spark reads every file of one
+read with one schema, so a field a later file adds would otherwise be lost); a row's line is its
+position in the file, counted like the lines of a JSON file.
 """
 
 from __future__ import annotations
@@ -281,6 +288,20 @@ def _unreadable_columns(schema) -> str | None:
     return None
 
 
+def _connect_line(frame: DataFrame) -> Column:
+    """Each row of `frame` as the JsonConverter line (schemas on) of the same Connect record."""
+    fields, values = [], []
+    for struct_field in frame.schema.fields:
+        schema, value = _connect_field(struct_field.name, struct_field.dataType)
+        fields.append(schema)
+        values.append(value.alias(struct_field.name))
+    schema_text = json.dumps(
+        {"type": "struct", "fields": fields, "optional": False}, separators=(",", ":")
+    )
+    payload = F.to_json(F.struct(*values), {"ignoreNullFields": "false"})
+    return F.concat(F.lit('{"schema":' + schema_text + ',"payload":'), payload, F.lit("}"))
+
+
 def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     """Rows of Parquet landing files as JsonConverter lines (schemas on), with file, line (row
     position + 1), partition and offset like the JSON lines."""
@@ -292,16 +313,7 @@ def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     # Parquet is read row by row; Iceberg's own Parquet reader ignores this setting.
     spark.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
     frame = spark.read.option("mergeSchema", "true").parquet(*[f.path for f in files])
-    fields, values = [], []
-    for struct_field in frame.schema.fields:
-        schema, value = _connect_field(struct_field.name, struct_field.dataType)
-        fields.append(schema)
-        values.append(value.alias(struct_field.name))
-    schema_text = json.dumps(
-        {"type": "struct", "fields": fields, "optional": False}, separators=(",", ":")
-    )
-    payload = F.to_json(F.struct(*values), {"ignoreNullFields": "false"})
-    value = F.concat(F.lit('{"schema":' + schema_text + ',"payload":'), payload, F.lit("}"))
+    value = _connect_line(frame)
     scanned = frame.select(
         value.alias("value"),
         _scanned_key(F.col("_metadata.file_path")).alias("path_key"),
@@ -319,18 +331,82 @@ def _parquet_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     )
 
 
+def _is_avro(file: LandingFile) -> bool:
+    return file.relative.lower().endswith(".avro")
+
+
+def _avro_schemas(
+    spark: SparkSession, files: list[LandingFile]
+) -> tuple[list[LandingFile], dict[str, list[LandingFile]]]:
+    """The files whose header is not a readable Avro container (with the reason), and the
+    others grouped by their writer schema (JSON text). One header read per file."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    problems: list[LandingFile] = []
+    groups: dict[str, list[LandingFile]] = {}
+    for file in files:
+        try:
+            seekable = jvm.org.apache.avro.mapred.FsInput(
+                jvm.org.apache.hadoop.fs.Path(file.path), conf
+            )
+            try:
+                reader = jvm.org.apache.avro.file.DataFileReader.openReader(
+                    seekable, jvm.org.apache.avro.generic.GenericDatumReader()
+                )
+                try:
+                    schema = str(reader.getSchema().toString())
+                finally:
+                    reader.close()
+            finally:
+                seekable.close()
+        except Exception as exc:  # noqa: BLE001 - py4j raises the JVM's exception
+            message = str(exc).strip().splitlines()
+            detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
+            reason = f"not a readable Avro file: {detail.split('Exception: ', 1)[-1]}"
+            problems.append(replace(file, problem=reason))
+            continue
+        groups.setdefault(schema, []).append(file)
+    return problems, groups
+
+
+def _avro_lines(spark: SparkSession, schema: str, files: list[LandingFile]) -> DataFrame:
+    """Rows of Avro landing files of one writer schema as JsonConverter lines (schemas on),
+    with file, line, partition and offset like the JSON lines (row ids as in the text scan)."""
+    frame = spark.read.format("avro").option("avroSchema", schema).load([f.path for f in files])
+    scanned = frame.select(
+        _connect_line(frame).alias("value"),
+        F.col("_metadata.file_path").alias("file_path"),
+        F.col("_metadata.file_block_start").alias("block_start"),
+    ).withColumn("row_id", F.monotonically_increasing_id())
+    blocks = _block_table(scanned, _file_table(spark, files))
+    line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
+    return scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
+        F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
+        line.cast("int").alias("_cdc_line"),
+        _record_offset(line, F.col("file_lines")).alias("_cdc_offset"),
+        "_cdc_partition",
+        "value",
+        F.lit(None).cast("string").alias("_cdc_file_problem"),
+    )
+
+
 def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     """Raw lines of the given files with `_cdc_file`, `_cdc_line`, `_cdc_offset`,
     `_cdc_partition`, `value` and `_cdc_file_problem` (see LINES_SCHEMA). A file with a
     `problem` is not read: it gives one line 0 that carries the problem. Lazy: nothing is
     collected."""
-    readable = [f for f in files if f.problem is None and not _is_parquet(f)]
+    readable = [f for f in files if f.problem is None and not _is_parquet(f) and not _is_avro(f)]
     parquet = _parquet_problems(spark, [f for f in files if f.problem is None and _is_parquet(f)])
+    avro_problems, avro = _avro_schemas(
+        spark, [f for f in files if f.problem is None and _is_avro(f)]
+    )
     reported = [f for f in files if f.problem is not None] + [f for f in parquet if f.problem]
+    reported += avro_problems
     parquet = [f for f in parquet if f.problem is None]
     extra = [_reported_files(spark, reported)] if reported else []
     if parquet:
         extra.append(_parquet_lines(spark, parquet))
+    extra += [_avro_lines(spark, schema, group) for schema, group in avro.items()]
     if not readable:
         out = spark.createDataFrame([], LINES_SCHEMA)
         for part in extra:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Formats a sink may write that this reader does not decode: reported, never read as text.
-UNREAD_SUFFIXES = (".avro", ".snappy", ".zst", ".csv", ".csv.gz")
+UNREAD_SUFFIXES = (".snappy", ".zst", ".csv", ".csv.gz")
 
 SINKS = ("confluent", "aiven", "lenses", "custom")
 AIVEN_DEFAULT_TEMPLATE = "{{topic}}-{{partition}}-{{start_offset}}"
@@ -263,7 +263,7 @@ def _classify(
                 partition=int(groups["partition"]) if groups.get("partition") else None,
                 offset=int(groups["offset"]),
                 offset_is_last=matcher.offset_is_last,
-                problem=f"format {unread} is not read (JSON lines and Parquet only)"
+                problem=f"format {unread} is not read (JSON lines, Parquet and Avro only)"
                 if unread
                 else None,
             )

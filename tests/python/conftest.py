@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One small in-process Spark for the whole run: one core (the machine is shared), UTC so
-    timestamps compare exactly, no UI, and a private warehouse folder."""
+    timestamps compare exactly, no UI, a private warehouse folder, and the Avro data source."""
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[1]")
@@ -23,6 +23,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(warehouse))
+        # Spark's Avro data source (jvm/pom.xml), for the Avro landing reader's tests.
+        .config("spark.jars", str(Path(__file__).resolve().parents[2] / "jars" / "spark-avro.jar"))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -49,7 +49,8 @@ CASES: list[tuple[Any, str, tuple | str | None]] = [
     (None, f"topics/{T}/country=PT/{T}+2+0000000007.json.gz", (2, 7, False)),
     (None, f"topics/{T}/year=2024/month=02/day=29/hour=13/{T}+1+0000000003.json", (1, 3, False)),
     (None, f"topics/{T}/country=PT/{T}+2+0000000007.gz.parquet", (2, 7, False)),
-    (None, f"topics/{T}/partition=2/{T}+2+0000000007.avro", "format .avro is not read"),
+    (None, f"topics/{T}/partition=2/{T}+2+0000000007.avro", (2, 7, False)),
+    (None, f"topics/{T}/partition=2/{T}+2+0000000007.csv", "format .csv is not read"),
     (None, f"topics/{T}/partition=0/notes.txt", NOT_CONFLUENT),
     (None, f"topics/{T}/partition=0/{T}+0+0000000010.json.tmp", None),  # being written
     (None, f"topics/{T}/_temporary/{T}+0+0000000010.json", None),
@@ -201,14 +202,15 @@ def test_aiven_files_compressed_or_bare(spark: SparkSession, tmp_path: Path) -> 
 
 
 def test_unknown_names_and_unread_formats_are_rejects(spark: SparkSession, tmp_path: Path) -> None:
-    """Good files decode; a file the layout cannot name, an Avro file and a file named Parquet
-    that is not one become one reject each (line 0, the file, the reason); nothing of them is
-    read as text."""
+    """Good files decode; a file the layout cannot name, files named Parquet and Avro that are
+    not, and a CSV file become one reject each (line 0, the file, the reason); nothing of them
+    is read as text."""
     base = f"topics/{TOPIC}/partition=0"
     write(tmp_path, f"{base}/{TOPIC}+0+0000000000.json", [envelope("c", 1, 100, "new")])
     write(tmp_path, f"{base}/orders-export.json", [envelope("c", 9, 90, "lost?")])
     (tmp_path / base / f"{TOPIC}+0+0000000001.snappy.parquet").write_bytes(b"PAR1\x00\x00PAR1")
     (tmp_path / base / f"{TOPIC}+0+0000000002.avro").write_bytes(b"Obj\x01")
+    write(tmp_path, f"{base}/{TOPIC}+0+0000000003.csv", ["order_id,status", "5,new"])
     spec = TableSpec.from_config(None, {"topic": TOPIC, **SPEC})
     files = list_landing_files(spark, str(tmp_path), TOPIC, spec.layout)
     rows = decode_changes(read_landing_lines(spark, files), spec).collect()
@@ -221,7 +223,9 @@ def test_unknown_names_and_unread_formats_are_rejects(spark: SparkSession, tmp_p
         (f"{base}/orders-export.json", 0),
         (f"{base}/{TOPIC}+0+0000000001.snappy.parquet", 0),
         (f"{base}/{TOPIC}+0+0000000002.avro", 0),
+        (f"{base}/{TOPIC}+0+0000000003.csv", 0),
     ]
     assert rejects[0][2].startswith("file name does not follow the confluent layout")
     assert rejects[1][2].startswith("not a readable Parquet file: "), rejects[1][2]
-    assert rejects[2][2] == "format .avro is not read (JSON lines and Parquet only)"
+    assert rejects[2][2].startswith("not a readable Avro file: "), rejects[2][2]
+    assert rejects[3][2] == "format .csv is not read (JSON lines, Parquet and Avro only)"

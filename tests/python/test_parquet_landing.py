@@ -7,11 +7,13 @@ schema Confluent's AvroData makes of the Connect records; see generate.py there)
 source connector in query mode lands for a Pagila-shaped payment query after two SMTs (a renamed
 field, a static field), partitioned by `country`: Decimals as BINARY-backed DECIMAL (precision 5
 and 25, negative values included), Timestamps as INT64 millis, Dates as INT32, bytes, nulls, and
-a field the second file adds.
+a field the second file adds. The same records as Avro container files (Confluent's AvroFormat,
+tests/fixtures/avro/) decode to the same rows.
 """
 
 from __future__ import annotations
 
+import shutil
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +25,7 @@ from cdc_lakehouse.landing import LandingFile, list_landing_files, read_landing_
 from cdc_lakehouse.spec import TableSpec
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "parquet" / "landing"
+AVRO_ROOT = ROOT.parents[1] / "avro" / "landing"
 TOPIC = "pagila.payment"
 SPEC = TableSpec.from_config(
     None,
@@ -116,3 +119,38 @@ def test_a_parquet_file_spark_cannot_read_is_a_reject(spark: SparkSession, tmp_p
     assert reject["_cdc_reject_reason"].startswith(
         "Parquet column opens is TIME(MILLIS,true), which Spark cannot read"
     ), reject["_cdc_reject_reason"]
+
+
+def test_avro_files_decode_to_the_same_rows_as_the_parquet_files(spark: SparkSession) -> None:
+    files = list_landing_files(spark, str(AVRO_ROOT), TOPIC)
+    assert [(f.relative, f.partition, f.offset, f.problem) for f in files] == [
+        (f"{FOLDER}/{TOPIC}+0+0000000000.avro", 0, 0, None),
+        (f"{FOLDER}/{TOPIC}+0+0000000003.avro", 0, 3, None),
+    ]
+
+    def rows(root: Path) -> list[dict]:
+        decoded = decode_changes(
+            read_landing_lines(spark, list_landing_files(spark, str(root), TOPIC)), SPEC
+        )
+        out = [r.asDict() for r in decoded.collect()]
+        for row in out:
+            row["_cdc_file"] = row["_cdc_file"].rsplit("+", 1)[1].split(".")[0]
+            row.pop("_cdc_loaded_at", None)
+        return sorted(out, key=lambda r: r["_cdc_offset"])
+
+    avro = rows(AVRO_ROOT)
+    assert len(avro) == 5 and all(r["_cdc_reject_reason"] is None for r in avro)
+    assert avro == rows(ROOT)
+
+
+def test_a_file_that_is_not_avro_is_a_reject(spark: SparkSession, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    shutil.copytree(AVRO_ROOT, landing)
+    folder = landing / "topics" / TOPIC / "country=Portugal"
+    (folder / f"{TOPIC}+0+0000000005.avro").write_bytes(b'{"payment_id": 1}\n')
+    files = list_landing_files(spark, str(landing), TOPIC)
+    rows = decode_changes(read_landing_lines(spark, files), SPEC).collect()
+    assert len([r for r in rows if r["_cdc_reject_reason"] is None]) == 5
+    [reject] = [r for r in rows if r["_cdc_reject_reason"]]
+    assert (reject["_cdc_file"], reject["_cdc_line"]) == (f"{FOLDER}/{TOPIC}+0+0000000005.avro", 0)
+    assert reject["_cdc_reject_reason"].startswith("not a readable Avro file"), reject
