@@ -86,14 +86,15 @@ PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: install-dev lint
 	$(PYTEST)
 
-# A developer's loop, about 6 min on 2 cores (lint, then the decoder, the capture tool, DDL end
+# A developer's loop, about 7 min on 2 cores (lint, then the decoder, the capture tool, DDL end
 # to end against PostgreSQL, freshness, the table registry and generator, landing layouts,
-# snapshot-diff deletes, Parquet landing). CI runs `make test`, which holds all of these.
+# snapshot-diff deletes, Parquet and Avro landing, JDBC query mode). CI runs `make test`, which
+# holds all of these.
 test-fast: install-dev lint
 	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
 		tests/python/test_schema_changes.py tests/python/test_source_freshness.py \
 		tests/python/test_tables.py tests/python/test_layouts.py tests/python/test_snapshots.py \
-		tests/python/test_parquet_landing.py
+		tests/python/test_parquet_landing.py tests/python/test_jdbc_query.py
 
 ## Other -------------------------------------------------------------------------------------
 docs: install

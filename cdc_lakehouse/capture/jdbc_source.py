@@ -8,6 +8,13 @@ changed twice between polls lands once: that is the shape's contract, not a bug.
 `columns=None` each poll selects every column the table has then, as the connector's table mode
 does, so a column added at the source lands from the next poll on.
 
+Query mode (`query`, the connector's `query` setting): each poll selects from a query instead of
+a table, a join for instance, wrapped as `select * from (<query>)` so the offset condition applies
+to its output columns (the timestamp column is then typically the `greatest` of the joined rows'
+`last_update`, so a change to any of them lands the joined row again). Single message
+transforms (`transforms`, see transforms.py) change each row as the connector's chain would,
+after the offset is read from the row (Connect tracks source offsets before the transforms).
+
 `snapshot` lands a complete extract of the table (what the connector's `bulk` mode reads, in one
 REPEATABLE READ transaction) as a snapshot folder with its manifest (see
 cdc_lakehouse/snapshots.py): the bronze model compares it with the change log to find deletes.
@@ -29,6 +36,7 @@ from typing import Any
 import psycopg
 
 from cdc_lakehouse.capture.sink import LandingSink
+from cdc_lakehouse.capture.transforms import Transform, apply_transforms
 from cdc_lakehouse.snapshots import write_snapshot
 
 # PostgreSQL type oid of `timestamptz`: its `as_of` is an instant (with offset), a `timestamp`
@@ -48,13 +56,23 @@ class JdbcSource:
     out: Path
     state_file: Path
     flush_size: int = 500
+    query: str | None = None  # query mode: poll this SELECT (a join...) instead of `table`
+    transforms: Sequence[Transform] = ()  # SMTs applied to every row, in order
+
+    def _select(self) -> str:
+        if self.query is not None:
+            return f"select * from ({self.query}) as polled"
+        cols = "*" if self.columns is None else ", ".join(self.columns)
+        return f"select {cols} from {self.table}"
+
+    def _lines(self, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+        return _json_lines(names, rows, self.transforms, self.topic)
 
     def poll(self) -> int:
         """One poll: land every row past the offset; returns the number of rows landed."""
         offset = self._load_offset()
         ts_col, inc_col = self.order_by
-        cols = "*" if self.columns is None else ", ".join(self.columns)
-        sql = f"select {cols} from {self.table}"
+        sql = self._select()
         params: tuple[Any, ...] = ()
         if offset is not None:
             sql += f" where {ts_col} > %s or ({ts_col} = %s and {inc_col} > %s)"
@@ -66,7 +84,7 @@ class JdbcSource:
             rows = cursor.fetchall()
         if not rows:
             return 0
-        values = _json_lines(names, rows)
+        values = self._lines(names, rows)
         sink = LandingSink(self.out, flush_size=self.flush_size)
         sink.write_batch([(self.topic, v) for v in values])
         last = dict(zip(names, rows[-1], strict=True))
@@ -79,13 +97,10 @@ class JdbcSource:
         default the source's own (`now()`, read in the extract's transaction). Returns the
         manifest's path."""
         ts_col, inc_col = self.order_by
-        cols = "*" if self.columns is None else ", ".join(self.columns)
         with psycopg.connect(self.conninfo) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             with conn.transaction():
-                cursor = conn.execute(
-                    f"select {cols} from {self.table} order by {ts_col}, {inc_col}"
-                )
+                cursor = conn.execute(f"{self._select()} order by {ts_col}, {inc_col}")
                 names = [d.name for d in cursor.description or ()]
                 zoned = any(
                     d.name == ts_col and d.type_code == _TIMESTAMPTZ_OID
@@ -95,7 +110,7 @@ class JdbcSource:
                 if as_of is None:
                     clock = "now()" if zoned else "localtimestamp"
                     as_of = conn.execute(f"select {clock}").fetchone()[0]
-        lines = _json_lines(names, rows)
+        lines = self._lines(names, rows)
         stamp = as_of.isoformat()
         name = stamp.replace(":", "").replace("+", "p")  # a folder name every object store takes
         return write_snapshot(
@@ -117,11 +132,19 @@ class JdbcSource:
         tmp.replace(self.state_file)
 
 
-def _json_lines(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """Rows as the connector's JsonConverter (schemas off) writes them, one line each."""
+def _json_lines(
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    transforms: Sequence[Transform] = (),
+    topic: str = "",
+) -> list[str]:
+    """Rows as the connector's JsonConverter (schemas off) writes them after its transforms,
+    one line each."""
     return [
         json.dumps(
-            {c: _connect_value(v) for c, v in zip(names, row, strict=True)},
+            apply_transforms(
+                transforms, {c: _connect_value(v) for c, v in zip(names, row, strict=True)}, topic
+            ),
             ensure_ascii=False,
             separators=(",", ":"),
         )
