@@ -69,14 +69,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # hands whole files to its 2 processes in collection order, so a long file started last would
 # leave one process idle at the end.
 LONG_FILES = {
-    "test_oracle.py": 1000,
-    "test_oracle_faults.py": 700,
-    "test_pipeline_e2e.py": 620,
-    "test_cluster_targets.py": 500,
-    "test_benchmarks.py": 420,
-    "test_schema_changes.py": 280,
-    "test_oracle_ddl.py": 220,
-    "test_debezium_samples_e2e.py": 200,
+    "test_oracle.py": 1070,
+    "test_oracle_faults.py": 810,
+    "test_cluster_targets.py": 450,
+    "test_pipeline_e2e.py": 420,
+    "test_benchmarks.py": 390,
+    "test_schema_changes.py": 270,
+    "test_oracle_ddl.py": 180,
+    "test_debezium_samples_e2e.py": 190,
 }
 
 

@@ -5,12 +5,15 @@ join (`address` + `city` + `country`) in `timestamp+incrementing` mode (`last_up
 adds a static `source_system`; a complete extract of the same query after each poll gives the
 deletes (snapshot-diff). A project registers the topic as a user would (tables/*.yml) and one
 `dbt build` must leave silver equal to what the query returns from PostgreSQL after the same
-transforms: the oracle of a query-mode table.
+transforms: the oracle of a query-mode table. The same build loads a query-mode topic landed as
+Parquet and the same records landed as Avro (the fixtures of test_parquet_landing.py): their
+silver tables must hold the latest version of each key, and equal each other.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,24 @@ from cdc_lakehouse.capture.transforms import (
 from cdc_lakehouse.pg import TemporaryPostgres
 
 TOPIC = "pagila_jdbc.address"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PAYMENT = "pagila.payment"
+PAYMENT_COLUMNS = {
+    "payment_id": "int",
+    "customer_id": "int",
+    "clerk_id": "int",
+    "amount": "numeric(5,2)",
+    "balance": "numeric(25,4)",
+    "payment_date": "timestamptz",
+    "due_date": "date",
+    "refunded": "boolean",
+    "rate": "double precision",
+    "receipt": "bytea",
+    "country": "text",
+    "last_update": "timestamp",
+    "source": "text",
+    "note": "text",
+}
 
 PAGILA = """
 create table country (
@@ -125,7 +146,7 @@ def lake_value(column: str, value: Any) -> Any:
     return value
 
 
-def test_query_mode_with_transforms_lands_and_builds_to_the_query_result(tmp_path: Path) -> None:
+def test_query_mode_parquet_and_avro_landings_build_to_their_sources(tmp_path: Path) -> None:
     landing = tmp_path / "landing"
     with TemporaryPostgres() as pg:
         with pg.connect() as conn:
@@ -162,9 +183,33 @@ def test_query_mode_with_transforms_lands_and_builds_to_the_query_result(tmp_pat
     ]  # fmt: skip
     assert first["source_system"] == "pagila"
 
+    # The Parquet fixture's topic, and the Avro fixture's records under a topic of their own.
+    shutil.copytree(
+        FIXTURES / "parquet" / "landing" / "topics" / PAYMENT, landing / "topics" / PAYMENT
+    )
+    avro_topic = f"{PAYMENT}_avro"
+    for path in (FIXTURES / "avro" / "landing" / "topics" / PAYMENT).rglob("*.avro"):
+        target = (
+            landing
+            / "topics"
+            / avro_topic
+            / path.parent.name
+            / path.name.replace(PAYMENT, avro_topic)
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    payment = {
+        "shape": "jdbc",
+        "key": ["payment_id"],
+        "order_by": ["last_update", "payment_id"],
+        "time_precision_mode": "connect",
+        "columns": PAYMENT_COLUMNS,
+    }
     project = make_project(
         tmp_path / "project",
         {
+            "payment": {"topic": PAYMENT, **payment},
+            "payment_avro": {"topic": avro_topic, **payment},
             "address": {
                 "topic": TOPIC,
                 "shape": "jdbc",
@@ -173,7 +218,7 @@ def test_query_mode_with_transforms_lands_and_builds_to_the_query_result(tmp_pat
                 "time_precision_mode": "connect",
                 "snapshots": True,
                 "columns": COLUMNS,
-            }
+            },
         },
     )
     export = tmp_path / "export"
@@ -190,6 +235,17 @@ def test_query_mode_with_transforms_lands_and_builds_to_the_query_result(tmp_pat
     assert sorted(silver) == [1, 2, 3, 5, 6]  # 4 deleted: only the extract shows it
     assert silver == truth
     assert silver[1]["city"] == "Oporto" and silver[3]["state_province"] == "Douro"
+
+    parquet = {r["payment_id"]: r for r in read_export(export, "silver.payment")}
+    avro = {r["payment_id"]: r for r in read_export(export, "silver.payment_avro")}
+    assert sorted(parquet) == [16050, 16051, 16052, 16053]
+    latest = parquet[16050]  # the later poll of 16050 (second file) wins
+    assert (float(latest["amount"]), latest["note"], latest["refunded"]) == (0.0, "refunded", True)
+    assert float(parquet[16053]["amount"]) == -999.99
+    columns = list(PAYMENT_COLUMNS)
+    assert {k: [r[c] for c in columns] for k, r in avro.items()} == {
+        k: [r[c] for c in columns] for k, r in parquet.items()
+    }
 
 
 def test_connect_transforms_follow_kafka_connect() -> None:
