@@ -86,7 +86,7 @@ PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 test: install-dev lint
 	$(PYTEST)
 
-# A developer's loop, about 7 min on 2 cores (lint, then the decoder, the capture tool, DDL end
+# A developer's loop, about 5.5 min on 2 cores (lint, then the decoder, the capture tool, DDL end
 # to end against PostgreSQL, freshness, the table registry and generator, landing layouts,
 # snapshot-diff deletes, Parquet and Avro landing, JDBC query mode). CI runs `make test`, which
 # holds all of these.
