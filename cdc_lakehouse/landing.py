@@ -371,16 +371,29 @@ def _avro_schemas(
 
 def _avro_lines(spark: SparkSession, schema: str, files: list[LandingFile]) -> DataFrame:
     """Rows of Avro landing files of one writer schema as JsonConverter lines (schemas on),
-    with file, line, partition and offset like the JSON lines (row ids as in the text scan)."""
+    with file, line, partition and offset like the JSON lines."""
     frame = spark.read.format("avro").option("avroSchema", schema).load([f.path for f in files])
-    scanned = frame.select(
-        _connect_line(frame).alias("value"),
+    return _numbered_lines(spark, frame, _connect_line(frame), files)
+
+
+def _numbered_lines(
+    spark: SparkSession, scan: DataFrame, value: Column, files: list[LandingFile]
+) -> DataFrame:
+    """`value` of each row of a file scan with its file, line (position in the file), partition
+    and offset: rows of one file block are read by one task in order, so a row's line follows
+    from its monotonically increasing id (see _block_table)."""
+    # The id must be taken right above the scan: it encodes (task, row within task).
+    scanned = scan.select(
+        value.alias("value"),
         F.col("_metadata.file_path").alias("file_path"),
         F.col("_metadata.file_block_start").alias("block_start"),
     ).withColumn("row_id", F.monotonically_increasing_id())
     blocks = _block_table(scanned, _file_table(spark, files))
     line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
+    # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
+    # (and the second scan) from queries that only need `value`, such as the schema probe.
     return scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
+        # A file the key does not match keeps its URI rather than losing its lines.
         F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
         line.cast("int").alias("_cdc_line"),
         _record_offset(line, F.col("file_lines")).alias("_cdc_offset"),
@@ -412,30 +425,8 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
         for part in extra:
             out = out.unionByName(part)
         return out
-    # The id must be taken right above the scan: it encodes (task, row within task).
-    scanned = (
-        spark.read.text([f.path for f in readable])
-        .select(
-            "value",
-            F.col("_metadata.file_path").alias("file_path"),
-            F.col("_metadata.file_block_start").alias("block_start"),
-        )
-        .withColumn("row_id", F.monotonically_increasing_id())
-    )
-    blocks = _block_table(scanned, _file_table(spark, readable))
-    line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
-    offset = _record_offset(line, F.col("file_lines"))
-    # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
-    # (and the second scan) from queries that only need `value`, such as the schema probe.
-    lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
-        # A file the key does not match keeps its URI rather than losing its lines.
-        F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
-        line.cast("int").alias("_cdc_line"),
-        offset.alias("_cdc_offset"),
-        "_cdc_partition",
-        "value",
-        F.lit(None).cast("string").alias("_cdc_file_problem"),
-    )
+    text = spark.read.text([f.path for f in readable])
+    lines = _numbered_lines(spark, text, F.col("value"), readable)
     for part in extra:
         lines = lines.unionByName(part)
     return lines
