@@ -246,6 +246,13 @@ def _connect_field(name: str, data_type: T.DataType) -> tuple[dict, Column]:
     return field | {"type": kind}, column
 
 
+def _jvm_error(exc: Exception) -> str:
+    """The JVM exception's own message from a py4j error (its first `...Exception: ` line)."""
+    message = str(exc).strip().splitlines()
+    detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
+    return detail.split("Exception: ", 1)[-1]
+
+
 def _parquet_problems(spark: SparkSession, files: list[LandingFile]) -> list[LandingFile]:
     """The files with the reason their Parquet footer cannot be read (a file cut short, not
     Parquet at all) or Spark cannot read their columns: reported as rejects rather than failing
@@ -266,9 +273,7 @@ def _parquet_problems(spark: SparkSession, files: list[LandingFile]) -> list[Lan
                 reader.close()
             problem = _unreadable_columns(schema)
         except Exception as exc:  # noqa: BLE001 - py4j raises the JVM's exception
-            message = str(exc).strip().splitlines()
-            detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
-            problem = f"not a readable Parquet file: {detail.split('Exception: ', 1)[-1]}"
+            problem = f"not a readable Parquet file: {_jvm_error(exc)}"
         checked.append(replace(file, problem=problem) if problem else file)
     return checked
 
@@ -360,9 +365,7 @@ def _avro_schemas(
             finally:
                 seekable.close()
         except Exception as exc:  # noqa: BLE001 - py4j raises the JVM's exception
-            message = str(exc).strip().splitlines()
-            detail = next((m for m in message if "Exception:" in m), message[0] if message else "")
-            reason = f"not a readable Avro file: {detail.split('Exception: ', 1)[-1]}"
+            reason = f"not a readable Avro file: {_jvm_error(exc)}"
             problems.append(replace(file, problem=reason))
             continue
         groups.setdefault(schema, []).append(file)
