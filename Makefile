@@ -31,10 +31,21 @@ $(VENV)/.installed-run: requirements.txt constraints.txt pyproject.toml adapter/
 # The jars of jvm/pom.xml (pinned), fetched with the Maven client into jars/.
 jars/.installed: jvm/pom.xml
 	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
-	rm -rf jars
+	rm -f jars/*.jar jars/.installed
 	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars
 	cd jars && ln -sf "$$(ls iceberg-spark-runtime-*.jar)" iceberg-spark-runtime.jar
 	cd jars && ln -sf "$$(ls spark-avro_*.jar)" spark-avro.jar
+	touch $@
+
+# The real Kafka pieces for the tests (broker, Kafka Connect, Debezium's connector) and this
+# project's landing sink connector, built from jvm/connect/src (needs a JDK's javac).
+jars/connect/.installed: jvm/connect/pom.xml $(wildcard jvm/connect/src/main/java/io/cdclakehouse/connect/*.java)
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	@command -v javac >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+	rm -rf jars/connect
+	mvn -q -B -f jvm/connect/pom.xml package dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/connect
+	cp jvm/connect/target/cdc-lakehouse-connect-*.jar jars/connect/
+	rm -rf jvm/connect/target
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
@@ -42,7 +53,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed-run jars/.installed system-java
-install-dev: $(VENV)/.installed-dev jars/.installed system-deps
+install-dev: $(VENV)/.installed-dev jars/.installed jars/connect/.installed system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).

@@ -183,7 +183,10 @@ class SourceHarness:
                 f"capture {group.name} exited {proc.returncode}:\n{out[-3000:]}\n{err[-3000:]}"
             )
 
-    def poll_jdbc(self, landing: Path | None = None) -> None:
+    def poll_jdbc(self, landing: Path | None = None, *, state_dir: Path | None = None) -> None:
+        """Poll the query-based tables into `landing` (default the harness's), keeping the
+        poller's offsets in `state_dir` (default the harness's): a second landing zone polls
+        with its own."""
         from cdc_lakehouse.capture.jdbc_source import JdbcSource
 
         for table in self.jdbc_tables:
@@ -194,7 +197,7 @@ class SourceHarness:
                 order_by=table.order_by,
                 topic=table.topic,
                 out=Path(landing or self.landing),
-                state_file=self.state_dir / f"jdbc_{table.name}.json",
+                state_file=(state_dir or self.state_dir) / f"jdbc_{table.name}.json",
                 flush_size=self.flush_size,
             )
             self.captured[table.topic] += source.poll()

@@ -30,6 +30,7 @@ from lakehouse import (
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import northwind
 from cdc_lakehouse.sample.harness import SourceHarness
+from cdc_lakehouse.sample.kafka import KafkaPipeline, landing_differences
 
 REPORT = REPO / "artifacts" / "oracle-report.jsonl"
 
@@ -55,6 +56,7 @@ class OracleRun:
         *,
         scale: float = 0.5,
         partitions: int = 1,
+        kafka: bool = False,
     ):
         self.root = root
         self.seed = seed
@@ -70,6 +72,14 @@ class OracleRun:
             scale=scale,
             partitions=partitions,
         )
+        # kafka: the same changes also go through the real pieces (Debezium's connector in
+        # Kafka Connect, Kafka, the landing sink connector); their landing zone is the one
+        # delivered to dbt, and after every capture it must hold the capture tool's events.
+        self.kafka = (
+            KafkaPipeline(self.source, work=root / "kafka", landing=root / "kafka-landing")
+            if kafka
+            else None
+        )
         self.builds = 0
         self.faults: list[str] = []
         self.compared = {"rows": 0, "cells": 0, "mismatches": 0}
@@ -78,22 +88,40 @@ class OracleRun:
     def start(self) -> None:
         """Schema, initial rows, and the initial snapshot captured."""
         self.source.setup()
-        self.source.capture()
+        if self.kafka:
+            self.kafka.start()
+        self.capture()
 
     def phase(self, phase: int, transactions: int) -> list[Path]:
         """Run one workload phase and capture it; returns the new landing files."""
         before = set(self.captured_files())
         self.source.run_phase(phase, transactions)
-        self.source.capture()
+        self.capture()
         return sorted(set(self.captured_files()) - before)
 
+    def capture(self) -> None:
+        self.source.capture()
+        if self.kafka:
+            self.kafka.capture()
+            differences = landing_differences(self.captured, self.kafka.landing, northwind.TABLES)
+            assert not differences, (
+                f"seed {self.seed}: Kafka Connect landed other events than the capture tool:\n"
+                + "\n".join(differences[:10])
+            )
+
     def captured_files(self) -> list[Path]:
-        return landing_files(self.captured)
+        """The files to deliver: the Kafka pipeline's when it runs, else the capture tool's."""
+        return landing_files(self.kafka.landing if self.kafka else self.captured)
+
+    def close(self) -> None:
+        if self.kafka:
+            self.kafka.stop()
 
     def deliver(self, files: list[Path] | None = None) -> None:
         """Copy captured files (default: all not delivered yet) into the landing zone dbt reads."""
+        origin = self.kafka.landing if self.kafka else self.captured
         for path in files if files is not None else self.captured_files():
-            target = self.landing / path.relative_to(self.captured)
+            target = self.landing / path.relative_to(origin)
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
@@ -199,6 +227,7 @@ class OracleRun:
             "events_landed": self.events_landed(),
             "files_landed": len(landing_files(self.landing)),
             "partitions": self.partitions,
+            "kafka": self.kafka is not None,
             "builds": self.builds,
             "faults": self.faults,
             **self.compared,
@@ -218,6 +247,7 @@ def summarize(report: Path) -> str:
     faulted = [e for e in histories.values() if e["faults"]]
     comparisons = len(entries)
     partitioned = [e.get("partitions", 1) > 1 for e in histories.values()]
+    through_kafka = [e.get("kafka", False) for e in histories.values()]
     return (
         f"seeds: {len(plain)} oracle + {len(ddl)} DDL + {len(faulted)} fault histories; "
         f"DDL statements applied: {sum(e['ddl'] for e in ddl)}; "
@@ -225,6 +255,7 @@ def summarize(report: Path) -> str:
         f"events landed: {sum(e['events_landed'] for e in histories.values())}; "
         f"faults injected: {sum(len(e['faults']) for e in faulted)}; "
         f"histories with 3 Kafka partitions per topic: {sum(partitioned)}; "
+        f"histories through real Kafka Connect: {sum(through_kafka)}; "
         f"rows compared: {sum(e['rows'] for e in histories.values())} "
         f"({sum(e['cells'] for e in histories.values())} cells); "
         f"mismatches: {sum(e['mismatches'] for e in histories.values())}"
