@@ -37,6 +37,33 @@ jars/.installed: jvm/pom.xml
 	cd jars && ln -sf "$$(ls spark-avro_*.jar)" spark-avro.jar
 	touch $@
 
+# The metastore service's launcher (cdc_lakehouse.metastore): compiled against the Hive jars of
+# the pyspark wheel it runs with (needs a JDK's javac).
+jars/cdc-metastore.jar: jvm/metastore/io/cdclakehouse/metastore/LoopbackMetastore.java jars/.installed $(VENV)/.installed-run
+	@command -v javac >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+	rm -rf jvm/metastore/build
+	javac -nowarn -cp "$$($(BIN)/python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" -d jvm/metastore/build $<
+	jar cf $@ -C jvm/metastore/build .
+	rm -rf jvm/metastore/build
+
+# Trino 483, single node, reading the lakehouse's tables through the shared metastore
+# (cdc_lakehouse.trino; needs Java 25: /usr/lib/jvm/temurin-25-jdk-amd64). Its server, Iceberg
+# connector and Hadoop file system support from pinned lists; the service entry Trino's plugin
+# packaging adds (the published connector jar lacks it) goes in a jar of its own.
+TRINO_POMS := jvm/trino/server/pom.xml jvm/trino/iceberg/pom.xml jvm/trino/hdfs/pom.xml
+jars/trino/.installed: $(TRINO_POMS)
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	@command -v jar >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+	rm -rf jars/trino
+	mvn -q -B -f jvm/trino/server/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/trino/lib
+	mvn -q -B -f jvm/trino/iceberg/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/trino/plugin/iceberg
+	mvn -q -B -f jvm/trino/hdfs/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/trino/plugin/iceberg/hdfs
+	mkdir -p jars/trino/services/META-INF/services
+	echo io.trino.plugin.iceberg.IcebergPlugin > jars/trino/services/META-INF/services/io.trino.spi.Plugin
+	cd jars/trino/services && jar cf ../plugin/iceberg/cdc-lakehouse-plugin-services.jar META-INF
+	rm -rf jars/trino/services
+	touch $@
+
 # The real Kafka pieces for the tests (broker, Kafka Connect, Debezium's connector) and this
 # project's landing sink connector, built from jvm/connect/src (needs a JDK's javac).
 jars/connect/.installed: jvm/connect/pom.xml $(wildcard jvm/connect/src/main/java/io/cdclakehouse/connect/*.java)
@@ -53,7 +80,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed-run jars/.installed system-java
-install-dev: $(VENV)/.installed-dev jars/.installed jars/connect/.installed system-deps
+install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).

@@ -73,6 +73,7 @@ LONG_FILES = {
     "test_oracle_faults.py": 810,
     "test_cluster_targets.py": 450,
     "test_pipeline_e2e.py": 420,
+    "test_shared_metastore.py": 300,
     "test_benchmarks.py": 390,
     "test_schema_changes.py": 270,
     "test_oracle_ddl.py": 180,

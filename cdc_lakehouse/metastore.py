@@ -1,0 +1,292 @@
+"""A Hive metastore service that several processes share, its database in PostgreSQL.
+
+The embedded target keeps its metastore in Derby, which admits one process: while
+`python -m cdc_lakehouse.continuous` runs, `dbt show`, `dbt docs generate` or another build on
+the same lakehouse cannot open it, and a Thrift server cannot share it with a session target.
+This starts the metastore service of Spark's own Hive jars (2.3.9, from the pyspark wheel; the
+metastore every Spark target already speaks) on 127.0.0.1, with its tables in a PostgreSQL
+database; every target then connects to it when `CDC_METASTORE_URI` is set
+(profiles/profiles.yml: `spark.hadoop.hive.metastore.uris`):
+
+    export CDC_METASTORE_PASSWORD=...   # the database password, from the environment only
+    python -m cdc_lakehouse.metastore start \\
+        --jdbc-url jdbc:postgresql://db.internal:5432/metastore --user hive
+    export CDC_METASTORE_URI=thrift://127.0.0.1:9083
+    python -m cdc_lakehouse.metastore stop
+
+The first start creates the metastore's tables in the (empty) database. Iceberg tables are
+registered there (SparkSessionCatalog, `type: hive`) as they are in Derby; other engines that
+read a Hive metastore (Trino's Iceberg connector, `iceberg.catalog.type=hive_metastore`) read
+the same tables. The warehouse folder must be one every process reaches (CDC_LAKEHOUSE_DIR or
+CDC_WAREHOUSE_DIR the same for all). See README "A metastore several processes share".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+REPO = Path(__file__).resolve().parents[1]
+JARS = REPO / "jars"
+HOST = "127.0.0.1"
+DEFAULT_PORT = 9083
+DEFAULT_STATE_DIR = Path(".lakehouse") / "metastore-service"
+PASSWORD_ENV = "CDC_METASTORE_PASSWORD"
+MAIN_CLASS = "io.cdclakehouse.metastore.LoopbackMetastore"
+# What Spark's launcher gives its own JVMs on Java 17, for the same Hive and DataNucleus code.
+JAVA_OPENS = [
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    *(
+        f"--add-opens=java.base/{package}=ALL-UNNAMED"
+        for package in (
+            "java.lang",
+            "java.lang.invoke",
+            "java.lang.reflect",
+            "java.io",
+            "java.net",
+            "java.nio",
+            "java.util",
+            "java.util.concurrent",
+            "sun.nio.ch",
+        )  # fmt: skip
+    ),
+]
+
+
+class MetastoreError(RuntimeError):
+    pass
+
+
+@dataclass
+class MetastoreState:
+    pid: int
+    port: int
+    jdbc_url: str
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://{HOST}:{self.port}"
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def hive_site(jdbc_url: str, user: str, password: str | None) -> str:
+    """The metastore's database settings: the schema created on first start, not verified
+    against a Hive release (Spark's client and this service are the same 2.3.9)."""
+    settings = {
+        "javax.jdo.option.ConnectionURL": jdbc_url,
+        "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+        "javax.jdo.option.ConnectionUserName": user,
+        "datanucleus.schema.autoCreateAll": "true",
+        "hive.metastore.schema.verification": "false",
+        # Hive's default log4j2 setup is asynchronous, which needs a jar Spark does not ship.
+        "hive.async.log.enabled": "false",
+    }
+    if password:
+        settings["javax.jdo.option.ConnectionPassword"] = password
+    body = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+        for k, v in settings.items()
+    )
+    return f"<configuration>\n{body}</configuration>\n"
+
+
+# The metastore's lock tables (Hive's transaction schema, the part its lock calls use), which
+# DataNucleus does not create. Iceberg commits through the metastore take a lock on the table
+# (`iceberg.engine.hive.lock-enabled`): without one, Hive 2.3.9 does not check the expected
+# metadata location either (HIVE-26882 is in 2.3.10), and two processes committing to one table
+# at once could each overwrite the other's commit. Names unquoted, as Hive 2.3's TxnHandler
+# writes them in its SQL (PostgreSQL folds both to lower case).
+LOCK_TABLES = (
+    "create table if not exists txns (txn_id bigint primary key, txn_state char(1) not null,"
+    " txn_started bigint not null, txn_last_heartbeat bigint not null,"
+    " txn_user varchar(128) not null, txn_host varchar(128) not null,"
+    " txn_agent_info varchar(128), txn_meta_info varchar(128), txn_heartbeat_count integer)",
+    "create table if not exists txn_components (tc_txnid bigint references txns (txn_id),"
+    " tc_database varchar(128) not null, tc_table varchar(128), tc_partition varchar(767),"
+    " tc_operation_type char(1) not null)",
+    "create table if not exists completed_txn_components (ctc_txnid bigint,"
+    " ctc_database varchar(128) not null, ctc_table varchar(256), ctc_partition varchar(767))",
+    "create table if not exists next_txn_id (ntxn_next bigint not null)",
+    "insert into next_txn_id select 1 where not exists (select from next_txn_id)",
+    "create table if not exists hive_locks (hl_lock_ext_id bigint not null,"
+    " hl_lock_int_id bigint not null, hl_txnid bigint, hl_db varchar(128) not null,"
+    " hl_table varchar(128), hl_partition varchar(767), hl_lock_state char(1) not null,"
+    " hl_lock_type char(1) not null, hl_last_heartbeat bigint not null, hl_acquired_at bigint,"
+    " hl_user varchar(128) not null, hl_host varchar(128) not null, hl_heartbeat_count integer,"
+    " hl_agent_info varchar(128), hl_blockedby_ext_id bigint, hl_blockedby_int_id bigint,"
+    " primary key (hl_lock_ext_id, hl_lock_int_id))",
+    "create table if not exists next_lock_id (nl_next bigint not null)",
+    "insert into next_lock_id select 1 where not exists (select from next_lock_id)",
+    "create table if not exists aux_table (mt_key1 varchar(128) not null,"
+    " mt_key2 bigint not null, mt_comment varchar(255), primary key (mt_key1, mt_key2))",
+    "create table if not exists write_set (ws_database varchar(128) not null,"
+    " ws_table varchar(128) not null, ws_partition varchar(767), ws_txnid bigint not null,"
+    " ws_commit_id bigint not null, ws_operation_type char(1) not null)",
+)
+
+
+def create_lock_tables(conninfo: str) -> None:
+    """Create the lock tables in the metastore's database if missing (idempotent)."""
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("select pg_advisory_xact_lock(hashtext('cdc_lakehouse.metastore'))")
+        for statement in LOCK_TABLES:
+            conn.execute(statement)
+
+
+def _conninfo(jdbc_url: str, user: str, password: str | None) -> str:
+    """A libpq connection string for the JDBC URL `jdbc:postgresql://host[:port]/db[?...]`."""
+    from urllib.parse import urlsplit
+
+    if not jdbc_url.startswith("jdbc:postgresql://"):
+        raise MetastoreError(
+            f"the metastore's database is PostgreSQL: jdbc:postgresql://..., got {jdbc_url!r}"
+        )
+    parts = urlsplit(jdbc_url[len("jdbc:") :])
+    settings = {"host": parts.hostname or "localhost", "port": str(parts.port or 5432),
+                "dbname": parts.path.lstrip("/"), "user": user}  # fmt: skip
+    if password:
+        settings["password"] = password
+    return " ".join(f"{k}='{v}'" for k, v in settings.items())
+
+
+def _state_file(state_dir: Path) -> Path:
+    return state_dir / "metastore.json"
+
+
+def load_state(state_dir: Path) -> MetastoreState | None:
+    path = _state_file(state_dir)
+    if not path.exists():
+        return None
+    state = MetastoreState(**json.loads(path.read_text()))
+    return state if _alive(state.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def start(
+    state_dir: Path = DEFAULT_STATE_DIR,
+    *,
+    jdbc_url: str,
+    user: str,
+    password: str | None = None,
+    port: int = DEFAULT_PORT,
+    timeout: float = 120,
+) -> MetastoreState:
+    """Start the service (if not already running from `state_dir`) and wait until it answers.
+    `password`: default the CDC_METASTORE_PASSWORD environment variable."""
+    state_dir = Path(state_dir).resolve()
+    running = load_state(state_dir)
+    if running is not None:
+        return running
+    launcher = JARS / "cdc-metastore.jar"
+    drivers = sorted(JARS.glob("postgresql-*.jar"))
+    if not launcher.exists() or not drivers:
+        raise MetastoreError(f"{launcher} or the PostgreSQL driver is missing: run `make install`")
+    if _answers(port):
+        raise MetastoreError(f"port {port} on {HOST} is taken")
+    password = password or os.environ.get(PASSWORD_ENV)
+    create_lock_tables(_conninfo(jdbc_url, user, password))
+    conf = state_dir / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    site = conf / "hive-site.xml"
+    # Holds the database password: readable by this user only, never in the repository.
+    fd = os.open(site, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(hive_site(jdbc_url, user, password))
+    classpath = os.pathsep.join(
+        [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
+    )
+    log = open(state_dir / "metastore.log", "ab")  # noqa: SIM115 - the service owns it
+    proc = subprocess.Popen(
+        ["java", "-Xmx512m", *JAVA_OPENS, "-cp", classpath, MAIN_CLASS, HOST, str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=state_dir,
+        start_new_session=True,  # a Ctrl-C of the caller does not stop the service
+    )
+    deadline = time.monotonic() + timeout
+    while not _answers(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = (state_dir / "metastore.log").read_text(errors="replace")[-3000:]
+            raise MetastoreError(f"the metastore service did not start:\n{tail}")
+        time.sleep(0.2)
+    state = MetastoreState(pid=proc.pid, port=port, jdbc_url=jdbc_url)
+    _state_file(state_dir).write_text(json.dumps(asdict(state)) + "\n")
+    return state
+
+
+def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30) -> bool:
+    """Stop the service started from `state_dir`; False if none was running."""
+    state_dir = Path(state_dir).resolve()
+    state = load_state(state_dir)
+    _state_file(state_dir).unlink(missing_ok=True)
+    if state is None:
+        return False
+    os.kill(state.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(state.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(state.pid):
+        os.kill(state.pid, signal.SIGKILL)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cdc_lakehouse.metastore",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    start_cmd = sub.add_parser("start", help="start the service (waits until it answers)")
+    start_cmd.add_argument("--jdbc-url", required=True, help="jdbc:postgresql://HOST:PORT/DB")
+    start_cmd.add_argument("--user", required=True, help="database user")
+    start_cmd.add_argument("--port", type=int, default=DEFAULT_PORT)
+    for cmd in (start_cmd, sub.add_parser("stop", help="stop the service")):
+        cmd.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "start":
+            state = start(args.state_dir, jdbc_url=args.jdbc_url, user=args.user, port=args.port)
+            print(f"export CDC_METASTORE_URI={state.uri}")
+        else:
+            print("stopped" if stop(args.state_dir) else "not running")
+    except MetastoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

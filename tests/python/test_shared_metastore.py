@@ -1,0 +1,244 @@
+"""A metastore several processes share: the Hive metastore service (`cdc_lakehouse.metastore`) on
+127.0.0.1, its tables in a real PostgreSQL, and `CDC_METASTORE_URI` set for every dbt process.
+
+While `python -m cdc_lakehouse.continuous` keeps building the customers tables of the sample in
+a loop, other processes on the same lakehouse run `dbt show`, a `dbt build` of the products
+tables and `dbt docs generate`. With the embedded Derby metastore each of them fails while the
+loop's process holds it. Then two processes append to one Iceberg table at once: every commit
+must survive (the metastore lock; without it Hive 2.3.9 lets one process overwrite the other's
+commit). Last, Trino (single node, its Iceberg connector on the same metastore) reads the silver,
+history and gold tables those processes built, and every cell equals Spark's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from lakehouse import REPO, _worker_env, copy_landing, expected_state, read_export, run_dbt
+
+from cdc_lakehouse import metastore, trino
+from cdc_lakehouse.pg import TemporaryPostgres, free_port
+from cdc_lakehouse.sample import northwind
+
+NO_TESTS = ["--exclude-resource-type", "unit_test", "--exclude-resource-type", "test"]
+LOOP_SELECT = ["+customers", "+customers_history"]
+OTHER_SELECT = ["+products", "+products_history", "+dim_products"]
+BUILT = [*LOOP_SELECT, *OTHER_SELECT]
+# Read back through Trino: the loop's customers tables, the other build's products tables and
+# gold table (`+dim_products` builds the order_details tables too).
+TRINO_READS = [
+    "silver.customers", "silver.customers_history", "silver.products",
+    "silver.products_history", "silver.order_details", "gold.dim_products",
+]  # fmt: skip
+
+
+def trino_canonical(column: str, trino_type: str) -> str:
+    """Trino SQL giving a column's value in the `cdc_export` hook's canonical text (what Spark
+    writes to the export files), so rows compare cell for cell."""
+    quoted = f'"{column}"'
+    if trino_type.startswith(("decimal", "date")):
+        return f"cast({quoted} as varchar)"
+    if trino_type.startswith("timestamp"):
+        # to_iso8601 keeps the 6 fraction digits; an instant is in UTC ('Z'), as Spark writes it
+        return f"to_iso8601({quoted})"
+    if trino_type == "varbinary":
+        return f"to_base64({quoted})"
+    if trino_type.startswith(("array", "map", "row")):
+        return f"json_format(cast({quoted} as json))"
+    return quoted
+
+
+class Loop:
+    """`python -m cdc_lakehouse.continuous` in the background; its JSON run reports collected."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.reports: list[dict[str, Any]] = []
+        self.output: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if line.startswith("{"):
+                self.reports.append(json.loads(line))
+
+    def wait_for_runs(self, count: int, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.reports) < count:
+            assert self.proc.poll() is None, "the loop exited:\n" + "".join(self.output[-60:])
+            assert time.monotonic() < deadline, "the loop is too slow:\n" + "".join(self.output)
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("shared")
+    landing = copy_landing(root / "landing")
+    lakehouse = root / "lakehouse"
+    loop_export, other_export = root / "exports" / "loop", root / "exports" / "other"
+    loop_variables = json.dumps(
+        {"cdc_landing_root": str(landing), "cdc_export_dir": str(loop_export)}
+    )
+    with TemporaryPostgres() as pg:
+        with psycopg.connect(pg.conninfo("postgres"), autocommit=True) as conn:
+            conn.execute("create database metastore")
+        service = metastore.start(
+            root / "metastore",
+            jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
+            user=pg.user,
+            port=free_port(),
+        )
+        env = {"CDC_METASTORE_URI": service.uri}
+        loop = Loop(
+            [
+                sys.executable,
+                "-m",
+                "cdc_lakehouse.continuous",
+                "--every",
+                "30",
+                "--",
+                "build",
+                "--select",
+                *LOOP_SELECT,
+                *NO_TESTS,
+                "--vars",
+                loop_variables,
+                "--log-path",
+                str(root / "loop-logs"),
+                "--target-path",
+                str(root / "loop-target"),
+            ],
+            {**_worker_env(lakehouse), **env},
+        )
+        try:
+            loop.wait_for_runs(1)
+            others_started = time.time()
+            live = "select count(*) as n from silver.customers where not _cdc_is_deleted"
+            show = run_dbt(
+                ["show", "--inline", live, "--output", "json"],
+                lakehouse=lakehouse,
+                variables={"cdc_landing_root": str(landing)},
+                env=env,
+            )
+            run_dbt(
+                ["build", "--select", *OTHER_SELECT, *NO_TESTS],
+                lakehouse=lakehouse,
+                variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(other_export)},
+                env=env,
+            )
+            run_dbt(
+                # compiled for the built models only: a CDC model's compilation queries its
+                # inputs, and this lakehouse holds two of the sample's tables, not all
+                ["docs", "generate", "--select", *BUILT],
+                lakehouse=lakehouse,
+                variables={"cdc_landing_root": str(landing)},
+                env=env,
+            )
+            others_ended = time.time()
+            runs_then = len(loop.reports)
+            # One more run after the others, then stop the loop while it waits for the next
+            # (`--every 30`): its last export is complete.
+            loop.wait_for_runs(runs_then + 1)
+            loop.stop()
+            appended = subprocess.run(
+                [sys.executable, str(Path(__file__).with_name("concurrent_appends.py")),
+                 service.uri, str(lakehouse / "warehouse")],
+                capture_output=True, text=True, timeout=600, check=False,
+            )  # fmt: skip
+            through_trino = read_through_trino(root / "trino", service.uri)
+        finally:
+            loop.stop()
+            trino.stop(root / "trino")
+            metastore.stop(root / "metastore")
+    return {
+        "show": show.stdout,
+        "catalog": json.loads((lakehouse / "target" / "catalog.json").read_text()),
+        "loop": loop.reports,
+        "window": (others_started, others_ended),
+        "appended": appended,
+        "trino": through_trino,
+        "spark": {
+            relation: read_export(
+                loop_export if "customers" in relation else other_export, relation
+            )
+            for relation in TRINO_READS
+        },
+    }
+
+
+def read_through_trino(state_dir: Path, metastore_uri: str) -> dict[str, Any]:
+    """Every relation of TRINO_READS as Trino reads it, in canonical text."""
+    started = time.monotonic()
+    server = trino.start(state_dir, metastore_uri=metastore_uri)
+    tables: dict[str, Any] = {"start_seconds": time.monotonic() - started}
+    for relation in TRINO_READS:
+        columns, _ = trino.query(server.url, f"select * from lakehouse.{relation} limit 0")
+        select = ", ".join(
+            f'{trino_canonical(c["name"], c["type"])} as "{c["name"]}"' for c in columns
+        )
+        names, rows = trino.query(server.url, f"select {select} from lakehouse.{relation}")
+        tables[relation] = [dict(zip([c["name"] for c in names], row, strict=True)) for row in rows]
+    return tables
+
+
+def test_dbt_show_reads_what_the_loop_built(shared: dict[str, Any]) -> None:
+    customers = expected_state(northwind.TABLES_BY_NAME["customers"])
+    assert '"n"' in shared["show"], shared["show"][-2000:]
+    assert json.loads(shared["show"][shared["show"].index("{") :])["show"] == [
+        {"n": len(customers)}
+    ]
+
+
+def test_docs_catalog_holds_both_processes_tables(shared: dict[str, Any]) -> None:
+    nodes = shared["catalog"]["nodes"]
+    built = {key.rsplit(".", 1)[-1] for key in nodes}
+    assert {"customers", "products", "customers_history", "products_history"} <= built, built
+
+
+def test_the_loop_kept_running_beside_the_others(shared: dict[str, Any]) -> None:
+    reports = shared["loop"]
+    assert all(r["success"] for r in reports), reports
+    started, ended = shared["window"]
+    # a loop run that began before the other processes ended, and ended after they began
+    spans = [(datetime.fromisoformat(r["started"]).timestamp(), r["seconds"]) for r in reports]
+    assert any(at - 1 < ended and at + seconds + 1 > started for at, seconds in spans), spans
+    assert len(reports) >= 2
+
+
+def test_concurrent_commits_to_one_table_all_survive(shared: dict[str, Any]) -> None:
+    result = shared["appended"]
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    # 2 writers x 20 inserts, one commit each (the table is created empty)
+    assert "rows=40 snapshots=40" in result.stdout, result.stdout[-2000:]
+
+
+def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+@pytest.mark.parametrize("relation", TRINO_READS)
+def test_trino_reads_what_spark_wrote(shared: dict[str, Any], relation: str) -> None:
+    spark_rows = shared["spark"][relation]
+    assert spark_rows, f"{relation}: Spark exported no rows"
+    assert _sorted(shared["trino"][relation]) == _sorted(spark_rows)
