@@ -297,15 +297,25 @@ def _render(value: Any, environ: Mapping[str, str]) -> str:
     return jinja2.Template(str(value)).render(env_var=env_var)
 
 
+def target_settings(
+    project_dir: Path, environ: Mapping[str, str], target: str = "embedded"
+) -> dict[str, str]:
+    """Every Spark setting of a profile target, rendered as dbt renders it (Jinja, with the
+    env_var() calls answered from `environ`): the one renderer for code that builds a session
+    or a server outside dbt (benchmarks, the Thrift server, tests)."""
+    profiles = yaml.safe_load((project_dir / "profiles" / "profiles.yml").read_text())
+    (profile,) = profiles.values()
+    settings = profile["outputs"][target]["server_side_parameters"]
+    return {k: _render(v, environ) for k, v in settings.items()}
+
+
 def server_settings(
     project_dir: Path, environ: Mapping[str, str], target: str = "cluster"
 ) -> dict[str, str]:
     """The Spark settings of a profile target, rendered, minus what only concerns dbt's own
     driver: the catalog, warehouse, metastore and session settings a Thrift server needs."""
-    profiles = yaml.safe_load((project_dir / "profiles" / "profiles.yml").read_text())
-    (profile,) = profiles.values()
-    settings = profile["outputs"][target]["server_side_parameters"]
-    return {k: _render(v, environ) for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
+    settings = target_settings(project_dir, environ, target)
+    return {k: v for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
 
 
 def thrift_start(

@@ -20,15 +20,16 @@ WRITERS, ROWS = 2, 20
 def session(uri: str, warehouse: str):  # noqa: ANN201 - pyspark is imported late
     from pyspark.sql import SparkSession
 
-    from cdc_lakehouse.cluster import server_settings
+    from cdc_lakehouse.cluster import target_settings
 
-    settings = server_settings(REPO, {**os.environ, "CDC_METASTORE_URI": uri}, target="embedded")
-    builder = SparkSession.builder.master("local[1]").config(
-        "spark.jars", str(REPO / "jars" / "iceberg-spark-runtime.jar")
-    )
+    settings = target_settings(REPO, {**os.environ, "CDC_METASTORE_URI": uri}, "embedded")
+    builder = SparkSession.builder
     for key, value in settings.items():
         if not key.startswith("spark.driver."):
             builder = builder.config(key, value)
+    builder = builder.master("local[1]").config(
+        "spark.jars", str(REPO / "jars" / "iceberg-spark-runtime.jar")
+    )
     spark = builder.config("spark.sql.warehouse.dir", warehouse).enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
