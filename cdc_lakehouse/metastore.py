@@ -26,14 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+from cdc_lakehouse import services
+from cdc_lakehouse.services import ServiceError
 
 REPO = Path(__file__).resolve().parents[1]
 JARS = REPO / "jars"
@@ -62,7 +62,7 @@ JAVA_OPENS = [
 ]
 
 
-class MetastoreError(RuntimeError):
+class MetastoreError(ServiceError):
     pass
 
 
@@ -170,21 +170,8 @@ def _state_file(state_dir: Path) -> Path:
 
 
 def load_state(state_dir: Path) -> MetastoreState | None:
-    path = _state_file(state_dir)
-    if not path.exists():
-        return None
-    state = MetastoreState(**json.loads(path.read_text()))
-    return state if _alive(state.pid) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    state = services.load_state(_state_file(state_dir))
+    return None if state is None else MetastoreState(**state)
 
 
 def _answers(port: int) -> bool:
@@ -226,21 +213,15 @@ def start(
     classpath = os.pathsep.join(
         [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
     )
-    log = open(state_dir / "metastore.log", "ab")  # noqa: SIM115 - the service owns it
-    proc = subprocess.Popen(
+    proc = services.launch(
         ["java", "-Xmx512m", *JAVA_OPENS, "-cp", classpath, MAIN_CLASS, HOST, str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=state_dir,
-        start_new_session=True,  # a Ctrl-C of the caller does not stop the service
+        state_dir=state_dir,
+        log="metastore.log",
+        ready=lambda: _answers(port),
+        error=MetastoreError,
+        what="the metastore service",
+        timeout=timeout,
     )
-    deadline = time.monotonic() + timeout
-    while not _answers(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            tail = (state_dir / "metastore.log").read_text(errors="replace")[-3000:]
-            raise MetastoreError(f"the metastore service did not start:\n{tail}")
-        time.sleep(0.2)
     state = MetastoreState(pid=proc.pid, port=port, jdbc_url=jdbc_url)
     _state_file(state_dir).write_text(json.dumps(asdict(state)) + "\n")
     return state
@@ -248,18 +229,7 @@ def start(
 
 def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30) -> bool:
     """Stop the service started from `state_dir`; False if none was running."""
-    state_dir = Path(state_dir).resolve()
-    state = load_state(state_dir)
-    _state_file(state_dir).unlink(missing_ok=True)
-    if state is None:
-        return False
-    os.kill(state.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(state.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(state.pid):
-        os.kill(state.pid, signal.SIGKILL)
-    return True
+    return services.stop(_state_file(Path(state_dir).resolve()), timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,15 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from cdc_lakehouse import services
+from cdc_lakehouse.services import ServiceError
 
 REPO = Path(__file__).resolve().parents[1]
 JARS = REPO / "jars" / "trino"
@@ -43,7 +43,7 @@ JVM_OPTIONS = [
 ]  # fmt: skip
 
 
-class TrinoError(RuntimeError):
+class TrinoError(ServiceError):
     pass
 
 
@@ -78,20 +78,9 @@ def _state_file(state_dir: Path) -> Path:
     return state_dir / "trino.json"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def load_state(state_dir: Path) -> TrinoState | None:
-    path = _state_file(state_dir)
-    if not path.exists():
-        return None
-    state = TrinoState(**json.loads(path.read_text()))
-    return state if _alive(state.pid) else None
+    state = services.load_state(_state_file(state_dir))
+    return None if state is None else TrinoState(**state)
 
 
 def _started(url: str) -> bool:
@@ -146,35 +135,25 @@ def start(
         f"-Dnode.internal-address={HOST}",
         "-cp", f"{JARS / 'lib'}/*", str(REPO / "jvm" / "trino" / "TrinoServer.java"), VERSION,
     ]  # fmt: skip
-    log = open(state_dir / "server.log", "ab")  # noqa: SIM115 - the server owns it
-    proc = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, cwd=state_dir, start_new_session=True
+    url = f"http://{HOST}:{port}"
+    proc = services.launch(
+        command,
+        state_dir=state_dir,
+        log="server.log",
+        ready=lambda: _started(url),
+        error=TrinoError,
+        what="Trino",
+        timeout=timeout,
+        poll=0.5,
     )
     state = TrinoState(pid=proc.pid, port=port)
-    deadline = time.monotonic() + timeout
-    while not _started(state.url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            tail = (state_dir / "server.log").read_text(errors="replace")[-3000:]
-            raise TrinoError(f"Trino did not start:\n{tail}")
-        time.sleep(0.5)
     _state_file(state_dir).write_text(json.dumps(asdict(state)) + "\n")
     return state
 
 
 def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30) -> bool:
-    state_dir = Path(state_dir).resolve()
-    state = load_state(state_dir)
-    _state_file(state_dir).unlink(missing_ok=True)
-    if state is None:
-        return False
-    os.kill(state.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(state.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(state.pid):
-        os.kill(state.pid, signal.SIGKILL)
-    return True
+    """Stop the server started from `state_dir`; False if none was running."""
+    return services.stop(_state_file(Path(state_dir).resolve()), timeout)
 
 
 def query(url: str, sql: str, *, user: str = "cdc_lakehouse") -> tuple[list[dict[str, Any]], list]:

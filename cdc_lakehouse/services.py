@@ -1,0 +1,81 @@
+"""Local servers the project starts on one machine (the shared metastore service, Trino): a
+process in a session of its own (a Ctrl-C of the caller does not stop it), its log and JSON
+state (pid, port) in a state folder, stopped by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class ServiceError(RuntimeError):
+    pass
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def load_state(path: Path) -> dict[str, Any] | None:
+    """The state a started service saved, if its process still runs."""
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    return state if alive(state["pid"]) else None
+
+
+def launch(
+    command: list[str],
+    *,
+    state_dir: Path,
+    log: str,
+    ready: Callable[[], bool],
+    error: type[ServiceError] = ServiceError,
+    what: str = "the service",
+    timeout: float = 120,
+    poll: float = 0.2,
+) -> subprocess.Popen[bytes]:
+    """Start `command` in `state_dir` (output appended to `<state_dir>/<log>`) and wait until
+    `ready()`; if it exits or `timeout` passes first, kill it and raise `error` with the log's
+    end."""
+    with open(state_dir / log, "ab") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=state_dir, start_new_session=True
+        )
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = (state_dir / log).read_text(errors="replace")[-3000:]
+            raise error(f"{what} did not start:\n{tail}")
+        time.sleep(poll)
+    return proc
+
+
+def stop(state_file: Path, timeout: float = 30) -> bool:
+    """Stop the process a state file names (SIGTERM, SIGKILL after `timeout`) and remove the
+    file; False if none was running."""
+    state = load_state(state_file)
+    state_file.unlink(missing_ok=True)
+    if state is None:
+        return False
+    pid = state["pid"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    return True
