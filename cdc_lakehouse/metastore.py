@@ -83,10 +83,29 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def hive_site(jdbc_url: str, user: str, password: str | None) -> str:
+def default_warehouse(environ: dict[str, str] | None = None) -> str:
+    """The warehouse the profiles give Spark (CDC_WAREHOUSE_DIR, else CDC_LAKEHOUSE_DIR's
+    `warehouse`, else `.lakehouse/warehouse`), as an absolute path."""
+    environ = os.environ if environ is None else environ
+    lakehouse = environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")
+    return environ.get("CDC_WAREHOUSE_DIR") or str(Path(lakehouse).resolve() / "warehouse")
+
+
+def _warehouse_uri(warehouse: str) -> str:
+    """A URI for the warehouse: kept when it has a scheme (s3a://...), else a file: URI."""
+    if "://" in warehouse or warehouse.startswith("file:"):
+        return warehouse
+    return Path(warehouse).resolve().as_uri()
+
+
+def hive_site(jdbc_url: str, user: str, password: str | None, warehouse: str) -> str:
     """The metastore's database settings: the schema created on first start, not verified
-    against a Hive release (Spark's client and this service are the same 2.3.9)."""
+    against a Hive release (Spark's client and this service are the same 2.3.9). `warehouse`
+    is where the `default` database lives (created on first start): without it Hive puts it
+    in /user/hive/warehouse, and a table created there without a location lands outside the
+    lakehouse."""
     settings = {
+        "hive.metastore.warehouse.dir": _warehouse_uri(warehouse),
         "javax.jdo.option.ConnectionURL": jdbc_url,
         "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
         "javax.jdo.option.ConnectionUserName": user,
@@ -187,10 +206,12 @@ def start(
     user: str,
     password: str | None = None,
     port: int = DEFAULT_PORT,
+    warehouse: str | None = None,
     timeout: float = 120,
 ) -> MetastoreState:
     """Start the service (if not already running from `state_dir`) and wait until it answers.
-    `password`: default the CDC_METASTORE_PASSWORD environment variable."""
+    `password`: default the CDC_METASTORE_PASSWORD environment variable; `warehouse`: default
+    the profiles' warehouse (`default_warehouse()`)."""
     state_dir = Path(state_dir).resolve()
     running = load_state(state_dir)
     if running is not None:
@@ -209,7 +230,7 @@ def start(
     # Holds the database password: readable by this user only, never in the repository.
     fd = os.open(site, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write(hive_site(jdbc_url, user, password))
+        handle.write(hive_site(jdbc_url, user, password, warehouse or default_warehouse()))
     classpath = os.pathsep.join(
         [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
     )
@@ -243,12 +264,22 @@ def main(argv: list[str] | None = None) -> int:
     start_cmd.add_argument("--jdbc-url", required=True, help="jdbc:postgresql://HOST:PORT/DB")
     start_cmd.add_argument("--user", required=True, help="database user")
     start_cmd.add_argument("--port", type=int, default=DEFAULT_PORT)
+    start_cmd.add_argument(
+        "--warehouse",
+        help="where the `default` database lives (default: the profiles' warehouse folder)",
+    )
     for cmd in (start_cmd, sub.add_parser("stop", help="stop the service")):
         cmd.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            state = start(args.state_dir, jdbc_url=args.jdbc_url, user=args.user, port=args.port)
+            state = start(
+                args.state_dir,
+                jdbc_url=args.jdbc_url,
+                user=args.user,
+                port=args.port,
+                warehouse=args.warehouse,
+            )
             print(f"export CDC_METASTORE_URI={state.uri}")
         else:
             print("stopped" if stop(args.state_dir) else "not running")

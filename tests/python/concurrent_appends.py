@@ -1,6 +1,7 @@
 """Two processes append to one Iceberg table at once through a shared metastore, with the
 embedded target's own Spark settings (profiles/profiles.yml, rendered for CDC_METASTORE_URI);
-prints `rows=<n> snapshots=<n>`. Used by test_shared_metastore.py:
+prints `rows=<n> snapshots=<n>` and the table's `location=<uri>` (the metastore's `default`
+database places it). Used by test_shared_metastore.py:
 
     python concurrent_appends.py thrift://127.0.0.1:9083 /path/to/warehouse
 """
@@ -53,7 +54,10 @@ def main() -> None:
     spark.sql(f"refresh table {TABLE}")
     rows = spark.sql(f"select count(*) from {TABLE}").first()[0]
     snapshots = spark.sql(f"select count(*) from {TABLE}.snapshots").first()[0]
+    details = spark.sql(f"describe table extended {TABLE}").collect()
+    location = next(r.data_type for r in details if r.col_name == "Location")
     print(f"rows={rows} snapshots={snapshots}")
+    print(f"location={location}")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ class OracleRun:
             else None
         )
         self.builds = 0
+        # Wall-clock seconds by step, in the report: where a history's time goes.
+        self.seconds = {"workload": 0.0, "capture": 0.0, "build": 0.0, "compare": 0.0}
         self.faults: list[str] = []
         self.compared = {"rows": 0, "cells": 0, "mismatches": 0}
 
@@ -95,11 +97,14 @@ class OracleRun:
     def phase(self, phase: int, transactions: int) -> list[Path]:
         """Run one workload phase and capture it; returns the new landing files."""
         before = set(self.captured_files())
+        started = time.monotonic()
         self.source.run_phase(phase, transactions)
+        self.seconds["workload"] += time.monotonic() - started
         self.capture()
         return sorted(set(self.captured_files()) - before)
 
     def capture(self) -> None:
+        started = time.monotonic()
         self.source.capture()
         if self.kafka:
             self.kafka.capture()
@@ -108,6 +113,7 @@ class OracleRun:
                 f"seed {self.seed}: Kafka Connect landed other events than the capture tool:\n"
                 + "\n".join(differences[:10])
             )
+        self.seconds["capture"] += time.monotonic() - started
 
     def captured_files(self) -> list[Path]:
         """The files to deliver: the Kafka pipeline's when it runs, else the capture tool's."""
@@ -152,10 +158,12 @@ class OracleRun:
         run_dbt(args, lakehouse=self.lakehouse, variables=variables)
         self.builds += 1
         self.last_build_seconds = time.monotonic() - started
+        self.seconds["build"] += self.last_build_seconds
         return self.export_dir(export)
 
     def assert_lake_equals_database(self, export_dir: Path, label: str) -> None:
         """Every silver table equals its PostgreSQL table; fail listing the differing rows."""
+        started = time.monotonic()
         expected_rows = self.source.expected_state()
         problems: list[str] = []
         for table in northwind.TABLES:
@@ -174,6 +182,7 @@ class OracleRun:
             self.compared["cells"] += len(expected) * len(table.columns)
             self.compared["mismatches"] += len(diff)
             problems += [f"{relation} (vs {name}): {line}" for line in diff[:25]]
+        self.seconds["compare"] += time.monotonic() - started
         self.report(label)
         assert not problems, (
             f"seed {self.seed}, {label}: the lake differs from PostgreSQL "
@@ -230,6 +239,7 @@ class OracleRun:
             "kafka": self.kafka is not None,
             "builds": self.builds,
             "faults": self.faults,
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             **self.compared,
         }
         with REPORT.open("a") as f:

@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -108,6 +109,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
             user=pg.user,
             port=free_port(),
+            warehouse=str(lakehouse / "warehouse"),
         )
         env = {"CDC_METASTORE_URI": service.uri}
         loop = Loop(
@@ -177,6 +179,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "loop": loop.reports,
         "window": (others_started, others_ended),
         "appended": appended,
+        "warehouse": (lakehouse / "warehouse").resolve(),
         "trino": through_trino,
         "spark": {
             relation: read_export(
@@ -228,9 +231,15 @@ def test_the_loop_kept_running_beside_the_others(shared: dict[str, Any]) -> None
 
 def test_concurrent_commits_to_one_table_all_survive(shared: dict[str, Any]) -> None:
     result = shared["appended"]
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    # the exceptions' own lines first: a JVM stack trace alone would hide which one it was
+    causes = [line for line in result.stderr.splitlines() if "Exception:" in line]
+    assert result.returncode == 0, "\n".join(causes[:10]) + "\n" + result.stderr[-2000:]
     # 2 writers x 20 inserts, one commit each (the table is created empty)
     assert "rows=40 snapshots=40" in result.stdout, result.stdout[-2000:]
+    # in the lakehouse's warehouse (the service's `default` database), not Hive's own default
+    # /user/hive/warehouse
+    location = result.stdout.split("location=", 1)[1].split()[0]
+    assert Path(urlsplit(location).path).is_relative_to(shared["warehouse"]), location
 
 
 def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
