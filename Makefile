@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables
+.PHONY: run test install install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
@@ -18,6 +18,7 @@ help:
 	@echo "make sample  regenerate sample/ from a real PostgreSQL through real Debezium"
 	@echo "make oracle  the PostgreSQL oracle tests alone (SEEDS=50 for the slow mode)"
 	@echo "make cluster local Spark standalone cluster for the cluster target (make cluster-stop)"
+	@echo "make s3-jars Hadoop's s3a jars (jars/s3/) for an s3a:// landing zone or warehouse"
 	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
 
 ## Environment -------------------------------------------------------------------------------
@@ -75,12 +76,23 @@ jars/connect/.installed: jvm/connect/pom.xml $(wildcard jvm/connect/src/main/jav
 	rm -rf jvm/connect/target
 	touch $@
 
+# Hadoop's s3a file system (landing and warehouse on S3 or an S3-compatible store), pinned.
+jars/s3/.installed: jvm/s3/pom.xml
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	rm -rf jars/s3
+	mvn -q -B -f jvm/s3/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/s3
+	cd jars/s3 && ln -sf "$$(ls hadoop-aws-*.jar)" hadoop-aws.jar
+	cd jars/s3 && ln -sf "$$(ls aws-java-sdk-bundle-*.jar)" aws-java-sdk-bundle.jar
+	touch $@
+
+s3-jars: jars/s3/.installed
+
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $@
 
 install: $(VENV)/.installed-run jars/.installed system-java
-install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed system-deps
+install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).

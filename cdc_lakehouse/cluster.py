@@ -318,6 +318,28 @@ def server_settings(
     return {k: v for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
 
 
+def _properties_file(state_dir: Path, settings: Mapping[str, str], jars: str) -> Path:
+    """The Thrift server's Spark settings in a file only this user reads (`--properties-file`):
+    on its command line, `ps` would show every user the object store's keys."""
+    settings = {
+        **settings,
+        "spark.executor.extraClassPath": jars,
+        "spark.driver.host": HOST,
+        # One SparkSession for every connection, as the embedded and cluster targets have: dbt
+        # opens a connection per node, and a session per connection (the server's default) cost
+        # ~0.3 s each (the sample's Thrift build: 193 -> 150 s). dbt's sessions share one
+        # schema and settings anyway; temporary views are named after their model.
+        "spark.sql.hive.thriftServer.singleSession": "true",
+    }
+    path = Path(state_dir).resolve() / "thrift.properties"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        for key, value in settings.items():
+            # Java properties: backslashes escaped, the value on one line
+            handle.write(f"{key}={value.replace(chr(92), chr(92) * 2)}\n")
+    return path
+
+
 def thrift_start(
     state_dir: Path = DEFAULT_STATE_DIR,
     *,
@@ -334,10 +356,17 @@ def thrift_start(
     if any(p.name == "thrift" and _is_ours(p.pid) for p in state.processes):
         raise ClusterError("the Thrift server is already running")
     project_dir = project_dir.resolve()
-    jar = (project_dir / "jars" / "iceberg-spark-runtime.jar").resolve()
     environ = dict(os.environ)
     if lakehouse is not None:
         environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse)
+    # The profile's jars (Iceberg; s3a when object storage is on) on the driver's system class
+    # path: with --jars, queries fail to load org/apache/iceberg/spark/PathIdentifier, and the
+    # metastore client needs the s3a file system. Executors get them the same way.
+    jars = os.pathsep.join(
+        str((project_dir / jar).resolve())
+        for jar in target_settings(project_dir, environ, "cluster")["spark.jars"].split(",")
+        if jar and "spark-avro" not in jar
+    )
     settings = server_settings(project_dir, environ)
     state.thrift_port = port or free_port()
     state.thrift_lakehouse = environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")
@@ -349,22 +378,11 @@ def thrift_start(
         "cdc-lakehouse-thrift",
         "--class",
         THRIFT_SERVER_CLASS,
-        # Iceberg on the driver's system class path: with --jars, queries fail to load
-        # org/apache/iceberg/spark/PathIdentifier. Executors get it the same way.
         "--driver-class-path",
-        str(jar),
-        "--conf",
-        f"spark.executor.extraClassPath={jar}",
-        "--conf",
-        f"spark.driver.host={HOST}",
+        jars,
+        "--properties-file",
+        str(_properties_file(state_dir, settings, jars)),
     ]
-    # One SparkSession for every connection, as the embedded and cluster targets have: dbt
-    # opens a connection per node, and a session per connection (the server's default) cost
-    # ~0.3 s each (the sample's Thrift build: 193 -> 150 s). dbt's sessions share one schema
-    # and settings anyway; temporary views are named after their model.
-    command += ["--conf", "spark.sql.hive.thriftServer.singleSession=true"]
-    for key, value in settings.items():
-        command += ["--conf", f"{key}={value}"]
     command += [
         "spark-internal",
         "--hiveconf",

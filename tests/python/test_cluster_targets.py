@@ -1,7 +1,11 @@
-"""The same project on a Spark cluster: the `cluster` and `thrift` targets build the sample.
+"""The same project on a Spark cluster and object storage: the `cluster` and `thrift` targets
+build the sample from an `s3a://` landing zone into an `s3a://` warehouse.
 
 One local standalone cluster from the pyspark wheel (master + 2 workers of 1 core, 127.0.0.1
-only), started and always stopped by the fixture through `cdc_lakehouse.cluster`:
+only) and one S3-compatible store (SeaweedFS, `cdc_lakehouse.objectstore`, credentials made up
+by the fixture and given through the environment only), started and always stopped by the
+fixture; the sample's landing files are uploaded to the store, and the local lakehouse folder
+keeps only the Derby metastore:
 - `cluster` target: dbt's in-process driver on that master builds every model of the sample,
   Python bronze models included (the data tests, the same SQL on every target, run in the
   embedded builds of test_pipeline_e2e and, for the customers models, over Thrift below);
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,7 @@ from lakehouse import (
     run_dbt,
 )
 
-from cdc_lakehouse import cluster
+from cdc_lakehouse import cluster, objectstore
 from cdc_lakehouse.sample import northwind
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
@@ -44,49 +49,75 @@ NO_DATA_TESTS = ["--exclude-resource-type", "test"]
 THRIFT_DATA_TESTS = ["stg_northwind__customers_changes", "customers", "customers_history"]
 
 
-def build(lakehouse: Path, landing: Path, target: str, env: dict[str, str], *extra: str) -> Path:
-    """`dbt build` on `target` without data tests; returns the export folder."""
-    export_dir = lakehouse / "exports" / target
+def build(lakehouse: Path, landing: str, target: str, env: dict[str, str], *extra: str) -> Path:
+    """`dbt build` on `target` without data tests; returns the export folder (local: the
+    executors write it, on this machine)."""
+    export_dir = lakehouse.parent / "exports" / target
     run_dbt(
         ["build", "--target", target, *extra, *SKIP_UNIT_TESTS, *NO_DATA_TESTS],
         lakehouse=lakehouse,
-        variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(export_dir)},
+        variables={"cdc_landing_root": landing, "cdc_export_dir": str(export_dir)},
         env=env,
     )
     return export_dir
 
 
+LANDING = "s3a://lake/landing"
+WAREHOUSE = "s3a://lake/warehouse"
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("cluster")
-    lakehouse, state_dir = root / "lakehouse", root / "spark"
-    landing = copy_landing(root / "landing")
-    try:
-        state = cluster.start(state_dir, workers=2, worker_cores=1, worker_memory="1g")
-        on_cluster = build(lakehouse, landing, "cluster", state.env())
-        state = cluster.thrift_start(state_dir, project_dir=REPO, lakehouse=lakehouse)
-        on_thrift = build(
-            lakehouse,
-            landing,
-            "thrift",
-            state.env(),
-            "--full-refresh",
-            *SQL_MODELS_ONLY,
-        )
-        thrift_tests = run_dbt(
-            ["test", "--target", "thrift", "--select", *THRIFT_DATA_TESTS, *SKIP_UNIT_TESTS],
-            lakehouse=lakehouse,
-            variables={"cdc_landing_root": str(landing)},
-            env=state.env(),
-        )
-        master = cluster.master_info(state)
-    finally:
-        cluster.stop(state_dir)
+    lakehouse, state_dir, store_dir = root / "lakehouse", root / "spark", root / "objectstore"
+    credentials = {
+        "AWS_ACCESS_KEY_ID": f"cdc{secrets.token_hex(8)}",
+        "AWS_SECRET_ACCESS_KEY": secrets.token_hex(20),
+    }
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in credentials.items():
+            env.setenv(name, value)
+        try:
+            store = objectstore.start(store_dir, buckets=["lake"], s3_port=None)
+            objectstore.upload(store, copy_landing(root / "landing"), LANDING)
+            # every process (dbt, the Thrift server the cluster module starts) reads these
+            env.setenv("CDC_S3_ENDPOINT", store.endpoint)
+            env.setenv("CDC_WAREHOUSE_DIR", WAREHOUSE)
+            state = cluster.start(state_dir, workers=2, worker_cores=1, worker_memory="1g")
+            on_cluster = build(lakehouse, LANDING, "cluster", state.env())
+            state = cluster.thrift_start(state_dir, project_dir=REPO, lakehouse=lakehouse)
+            on_thrift = build(
+                lakehouse,
+                LANDING,
+                "thrift",
+                state.env(),
+                "--full-refresh",
+                *SQL_MODELS_ONLY,
+            )
+            thrift_tests = run_dbt(
+                ["test", "--target", "thrift", "--select", *THRIFT_DATA_TESTS, *SKIP_UNIT_TESTS],
+                lakehouse=lakehouse,
+                variables={"cdc_landing_root": LANDING},
+                env=state.env(),
+            )
+            master = cluster.master_info(state)
+            stored = objectstore.list_folder(store, f"{WAREHOUSE}/silver.db")
+            thrift_properties = (state_dir / "thrift.properties").stat().st_mode & 0o777
+            thrift_command = next(p for p in state.processes if p.name == "thrift")
+            command_line = Path(f"/proc/{thrift_command.pid}/cmdline").read_bytes()
+        finally:
+            cluster.stop(state_dir)
+            objectstore.stop(store_dir)
     return {
         "cluster": on_cluster,
         "thrift": on_thrift,
         "thrift_tests": thrift_tests.stdout,
         "master": master,
+        "stored": stored,
+        "lakehouse": lakehouse,
+        "thrift_properties": thrift_properties,
+        "thrift_command_line": command_line,
+        "credentials": credentials,
     }
 
 
@@ -115,6 +146,19 @@ def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
     tables = exported_tables(builds["cluster"])
     bronze = [name for name in tables if name.startswith("bronze.")]
     assert len(bronze) == len(northwind.TABLES), "the Python bronze models ran on the cluster"
+
+
+def test_tables_live_in_the_object_store(builds: dict[str, Any]) -> None:
+    silver = {t.name for t in northwind.TABLES}
+    assert silver <= set(builds["stored"]), builds["stored"]
+    # the local lakehouse folder holds the metastore (and dbt's files), no table data
+    assert not (builds["lakehouse"] / "warehouse").exists()
+
+
+def test_object_store_keys_stay_off_command_lines(builds: dict[str, Any]) -> None:
+    assert builds["thrift_properties"] == 0o600
+    for value in builds["credentials"].values():
+        assert value.encode() not in builds["thrift_command_line"]
 
 
 def test_thrift_target_builds_the_sample(builds: dict[str, Any]) -> None:

@@ -6,18 +6,20 @@ a loop, other processes on the same lakehouse run `dbt show`, a `dbt build` of t
 tables and `dbt docs generate`. With the embedded Derby metastore each of them fails while the
 loop's process holds it. Then two processes append to one Iceberg table at once: every commit
 must survive (the metastore lock; without it Hive 2.3.9 lets one process overwrite the other's
-commit). Last, Trino (single node, its Iceberg connector on the same metastore) reads the silver,
-history and gold tables those processes built, and every cell equals Spark's.
+commit). Last, Trino (single node, its Iceberg connector on the same metastore) and pyiceberg
+(its Hive catalog, a Python user's way in) read the silver, history and gold tables those
+processes built, and every cell equals Spark's.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -169,6 +171,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 capture_output=True, text=True, timeout=600, check=False,
             )  # fmt: skip
             through_trino = read_through_trino(root / "trino", service.uri)
+            through_pyiceberg = read_through_pyiceberg(service.uri)
         finally:
             loop.stop()
             trino.stop(root / "trino")
@@ -181,6 +184,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "appended": appended,
         "warehouse": (lakehouse / "warehouse").resolve(),
         "trino": through_trino,
+        "pyiceberg": through_pyiceberg,
         "spark": {
             relation: read_export(
                 loop_export if "customers" in relation else other_export, relation
@@ -202,6 +206,60 @@ def read_through_trino(state_dir: Path, metastore_uri: str) -> dict[str, Any]:
         )
         names, rows = trino.query(server.url, f"select {select} from lakehouse.{relation}")
         tables[relation] = [dict(zip([c["name"] for c in names], row, strict=True)) for row in rows]
+    return tables
+
+
+def pyiceberg_canonical(value: Any, field_type: Any) -> Any:
+    """A value pyiceberg read (Arrow, as Python) in the `cdc_export` hook's canonical text."""
+    from pyiceberg import types
+
+    if value is None:
+        return None
+    if isinstance(field_type, types.DecimalType):
+        return str(value)
+    if isinstance(field_type, types.DateType):
+        return value.isoformat()
+    if isinstance(field_type, types.TimestamptzType):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(field_type, types.TimestampType):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    if isinstance(field_type, types.BinaryType | types.FixedType):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(field_type, types.ListType | types.MapType | types.StructType):
+        # Spark's to_json: compact, keys in field order, non-ASCII as is
+        return json.dumps(_jsonable(value, field_type), separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+def _jsonable(value: Any, field_type: Any) -> Any:
+    """A nested value as JSON sees it: Arrow gives a map as (key, value) pairs."""
+    from pyiceberg import types
+
+    if value is None:
+        return None
+    if isinstance(field_type, types.MapType):
+        return {k: _jsonable(v, field_type.value_type) for k, v in value}
+    if isinstance(field_type, types.ListType):
+        return [_jsonable(v, field_type.element_type) for v in value]
+    if isinstance(field_type, types.StructType):
+        return {f.name: _jsonable(value[f.name], f.field_type) for f in field_type.fields}
+    return value
+
+
+def read_through_pyiceberg(metastore_uri: str) -> dict[str, Any]:
+    """Every relation of TRINO_READS as pyiceberg reads it (its Hive catalog on the same
+    metastore service, the files through Arrow), in canonical text."""
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("lakehouse", type="hive", uri=metastore_uri)
+    tables: dict[str, Any] = {"listed": catalog.list_tables("silver")}
+    for relation in TRINO_READS:
+        table = catalog.load_table(relation)
+        fields = table.schema().fields
+        tables[relation] = [
+            {f.name: pyiceberg_canonical(row[f.name], f.field_type) for f in fields}
+            for row in table.scan().to_arrow().to_pylist()
+        ]
     return tables
 
 
@@ -251,3 +309,16 @@ def test_trino_reads_what_spark_wrote(shared: dict[str, Any], relation: str) -> 
     spark_rows = shared["spark"][relation]
     assert spark_rows, f"{relation}: Spark exported no rows"
     assert _sorted(shared["trino"][relation]) == _sorted(spark_rows)
+
+
+def test_pyiceberg_lists_the_tables_not_the_views(shared: dict[str, Any]) -> None:
+    listed = {name for _, name in shared["pyiceberg"]["listed"]}
+    assert {"customers", "customers_history", "products"} <= listed, listed
+    assert not any(name.endswith("__cdc_batch") for name in listed), listed
+
+
+@pytest.mark.parametrize("relation", TRINO_READS)
+def test_pyiceberg_reads_what_spark_wrote(shared: dict[str, Any], relation: str) -> None:
+    spark_rows = shared["spark"][relation]
+    assert spark_rows, f"{relation}: Spark exported no rows"
+    assert _sorted(shared["pyiceberg"][relation]) == _sorted(spark_rows)
