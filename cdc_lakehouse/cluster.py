@@ -38,6 +38,8 @@ import jinja2
 import pyspark
 import yaml
 
+from cdc_lakehouse import services
+
 SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"
 DEFAULT_STATE_DIR = Path(os.environ.get("CDC_CLUSTER_DIR", ".lakehouse/cluster"))
@@ -331,13 +333,9 @@ def _properties_file(state_dir: Path, settings: Mapping[str, str], jars: str) ->
         # schema and settings anyway; temporary views are named after their model.
         "spark.sql.hive.thriftServer.singleSession": "true",
     }
-    path = Path(state_dir).resolve() / "thrift.properties"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        for key, value in settings.items():
-            # Java properties: backslashes escaped, the value on one line
-            handle.write(f"{key}={value.replace(chr(92), chr(92) * 2)}\n")
-    return path
+    # Java properties: backslashes escaped, each value on one line
+    text = "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in settings.items())
+    return services.write_private(Path(state_dir).resolve() / "thrift.properties", text)
 
 
 def thrift_start(

@@ -228,9 +228,8 @@ def start(
     conf.mkdir(parents=True, exist_ok=True)
     site = conf / "hive-site.xml"
     # Holds the database password: readable by this user only, never in the repository.
-    fd = os.open(site, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(hive_site(jdbc_url, user, password, warehouse or default_warehouse()))
+    settings = hive_site(jdbc_url, user, password, warehouse or default_warehouse())
+    services.write_private(site, settings)
     classpath = os.pathsep.join(
         [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
     )

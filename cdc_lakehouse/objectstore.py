@@ -156,9 +156,7 @@ def start(
     }
     config = state_dir / "s3.json"
     # Holds the secret: readable by this user only, never in the repository.
-    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(identity, handle)
+    services.write_private(config, json.dumps(identity))
     # `weed mini` runs a master, a volume server, a filer, S3 and an admin server, each on a
     # free port whose gRPC port (+10000, which clients such as `weed filer.copy` assume) is free
     # too, so that several stores, or tests, run side by side.

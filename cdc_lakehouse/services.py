@@ -36,6 +36,16 @@ def load_state(path: Path) -> dict[str, Any] | None:
     return state if alive(state["pid"]) else None
 
 
+def write_private(path: Path, text: str) -> Path:
+    """Write a file only this user reads, for one that holds a secret (a password, keys):
+    created 0600, and an existing file's mode set back to 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+    return path
+
+
 def launch(
     command: list[str],
     *,
