@@ -311,15 +311,6 @@ def target_settings(
     return {k: _render(v, environ) for k, v in settings.items()}
 
 
-def server_settings(
-    project_dir: Path, environ: Mapping[str, str], target: str = "cluster"
-) -> dict[str, str]:
-    """The Spark settings of a profile target, rendered, minus what only concerns dbt's own
-    driver: the catalog, warehouse, metastore and session settings a Thrift server needs."""
-    settings = target_settings(project_dir, environ, target)
-    return {k: v for k, v in settings.items() if k not in NOT_FOR_THE_SERVER}
-
-
 def _properties_file(state_dir: Path, settings: Mapping[str, str], jars: str) -> Path:
     """The Thrift server's Spark settings in a file only this user reads (`--properties-file`):
     on its command line, `ps` would show every user the object store's keys."""
@@ -357,15 +348,19 @@ def thrift_start(
     environ = dict(os.environ)
     if lakehouse is not None:
         environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse)
+    profile = target_settings(project_dir, environ, "cluster")
     # The profile's jars (Iceberg; s3a when object storage is on) on the driver's system class
     # path: with --jars, queries fail to load org/apache/iceberg/spark/PathIdentifier, and the
-    # metastore client needs the s3a file system. Executors get them the same way.
+    # metastore client needs the s3a file system. Executors get them the same way. Not Spark's
+    # Avro source: only the Python bronze models read Avro, and they cannot run over Thrift.
     jars = os.pathsep.join(
         str((project_dir / jar).resolve())
-        for jar in target_settings(project_dir, environ, "cluster")["spark.jars"].split(",")
+        for jar in profile["spark.jars"].split(",")
         if jar and "spark-avro" not in jar
     )
-    settings = server_settings(project_dir, environ)
+    # What only concerns dbt's own driver stays out: the server needs the catalog, warehouse,
+    # metastore and session settings.
+    settings = {k: v for k, v in profile.items() if k not in NOT_FOR_THE_SERVER}
     state.thrift_port = port or free_port()
     state.thrift_lakehouse = environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")
     command = [
