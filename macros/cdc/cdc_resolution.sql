@@ -115,14 +115,15 @@
 {% endmacro %}
 
 
-{#- A key generation as one string, the node of a key-change chain. -#}
-{% macro cdc_key_node(alias, keys, key_aliases=none) %}
+{#- A key generation as one string, the node of a key-change chain: of the event alias `alias`,
+    or (`donor`) of the old key it took over (`_cdc_donor`, see cdc_key_change_ctes). -#}
+{% macro cdc_key_node(alias, keys, donor=false) %}
     {%- set fields = [] -%}
     {%- for column in keys -%}
-        {%- set source = key_aliases[loop.index0] if key_aliases else adapter.quote(column) -%}
+        {%- set source = "_cdc_donor.k" ~ loop.index0 if donor else adapter.quote(column) -%}
         {%- do fields.append("'" ~ column ~ "', " ~ alias ~ "." ~ source) -%}
     {%- endfor -%}
-    {{- return("to_json(named_struct('k', named_struct(" ~ fields | join(', ') ~ "), 'g', " ~ alias ~ "." ~ ("_cdc_donor_generation" if key_aliases else "_cdc_generation") ~ "))") -}}
+    {{- return("to_json(named_struct('k', named_struct(" ~ fields | join(', ') ~ "), 'g', " ~ alias ~ "." ~ ("_cdc_donor.g" if donor else "_cdc_generation") ~ "))") -}}
 {% endmacro %}
 
 
@@ -134,72 +135,63 @@
   64 in one run). `from_target`: the old key's value may also be silver's row. Ends with
   `key_changes` (`_cdc_node`, `_cdc_found`: a struct per column, null when not found), joined
   by cdc_resolved_value.
+  `events` is read once, and windows do what self-joins would: Spark inlines every CTE a query
+  references (deterministic ones, whatever their number of references), so each extra read of
+  `events` copied its whole plan (the carry windows over the batch, its scans) into the query;
+  with self-joins here a customers batch planned 27 scans of bronze and took most of its time
+  in the optimizer.
 #}
 {% macro cdc_key_change_ctes(events, keys, attribute_columns, target_columns=[]) %}
 {%- set q = adapter.quote -%}
-{%- set donor_keys = [] -%}
-{%- for column in keys -%}
-    {%- do donor_keys.append(q('_cdc_donor__' ~ column)) -%}
-{%- endfor %}
-{#- The old key of a key change: the only delete at its sequence (PostgreSQL gives every row
-    change its own LSN; copies were collapsed before). -#}
-donors as (
+
+{#- A link per key generation started by a key change: the create of the new key takes, from
+    the only delete at its sequence (PostgreSQL gives every row change its own LSN; copies were
+    collapsed before), the old key, its generation and what it holds. -#}
+key_change_starts as (
     select
-        _cdc_seq as _cdc_donor_seq,
-        {%- for column in keys %}
-        {{ q(column) }} as {{ donor_keys[loop.index0] }},
-        {%- endfor %}
-        _cdc_generation as _cdc_donor_generation
-        {%- for column in attribute_columns %},
-        case
-            {%- for condition, value in cdc_value_sources('deletes', column, column in target_columns) %}
-            when {{ condition }} then named_struct('v', {{ value }})
-            {%- endfor %}
-        end as {{ q('_cdc_found__' ~ column) }}
-        {%- endfor %}
-    from (
-        select
-            *,
-            count(*) over (partition by _cdc_seq) as _cdc_deletes_at_seq
-        from {{ events }}
-        where _cdc_op = 'd'
-    ) as deletes
-    where _cdc_deletes_at_seq = 1
+        *,
+        count_if(_cdc_op = 'd') over (partition by _cdc_seq) as _cdc_deletes_at_seq,
+        first(
+            case when _cdc_op = 'd' then named_struct(
+                {%- for column in keys %}
+                'k{{ loop.index0 }}', {{ q(column) }},
+                {%- endfor %}
+                'g', _cdc_generation,
+                'found', named_struct(
+                    {%- for column in attribute_columns %}
+                    '{{ column }}', case
+                        {%- for condition, value in cdc_value_sources('deletes', column, column in target_columns) %}
+                        when {{ condition }} then named_struct('v', {{ value }})
+                        {%- endfor %}
+                    end{{ "," if not loop.last }}
+                    {%- endfor %}
+                )
+            ) end,
+            true
+        ) over (partition by _cdc_seq) as _cdc_donor
+    from {{ events }} as deletes
+    where _cdc_op = 'd' or (_cdc_op = 'c' and _cdc_is_generation_start)
 ),
 
-{#- One link per key generation started by a key change: what the old key holds and the old
-    key's generation. -#}
 key_change_links as (
     select
         {{ cdc_key_node('starts', keys) }} as _cdc_node,
-        {{ cdc_key_node('donors', keys, donor_keys) }} as _cdc_parent,
-        named_struct(
-            {%- for column in attribute_columns %}
-            '{{ column }}', donors.{{ q('_cdc_found__' ~ column) }}{{ "," if not loop.last }}
+        {{ cdc_key_node('starts', keys, donor=true) }} as _cdc_parent,
+        starts._cdc_donor.found as _cdc_found
+    from key_change_starts as starts
+    where
+        starts._cdc_op = 'c'
+        and starts._cdc_deletes_at_seq = 1
+        and not (
+            {%- for column in keys %}
+            starts.{{ q(column) }} <=> starts._cdc_donor.k{{ loop.index0 }}
+            {{- " and" if not loop.last }}
             {%- endfor %}
-        ) as _cdc_found
-    from {{ events }} as starts
-    inner join donors
-        on
-            starts._cdc_seq = donors._cdc_donor_seq
-            and not (
-                {%- for column in keys %}
-                starts.{{ q(column) }} <=> donors.{{ donor_keys[loop.index0] }}
-                {{- " and" if not loop.last }}
-                {%- endfor %}
-            )
-    where starts._cdc_op = 'c' and starts._cdc_is_generation_start
+        )
 ),
 
-key_change_map as (
-    select
-        map_from_entries(
-            collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found)))
-        ) as _cdc_links
-    from key_change_links
-),
-
-{#- Follow each chain to the first old key that holds a value, column by column. -#}
+{#- Follow each chain to the first old key that holds a value, column by column (the links
+    are few: all of them in one window partition). -#}
 key_changes as (
     select
         _cdc_node,
@@ -219,8 +211,14 @@ key_changes as (
                 )
             end
         ).found as _cdc_found
-    from key_change_links
-    cross join key_change_map
+    from (
+        select
+            *,
+            map_from_entries(
+                collect_list(struct(_cdc_node, named_struct('parent', _cdc_parent, 'found', _cdc_found))) over ()
+            ) as _cdc_links
+        from key_change_links
+    ) as linked
 ),
 {%- endmacro %}
 

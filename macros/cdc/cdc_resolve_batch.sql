@@ -133,27 +133,8 @@ winners as (
 {#- A primary-key change arrives as a delete of the old key and a create of the new key at one
     sequence; an unchanged TOAST value of the new key's generation is found under the old key
     (in the batch, or in silver), or, when the old key itself came from a key change in this
-    batch, further up that chain. Only the keys taking part in a key change need this, so it
-    reads their events alone (usually none), not the whole batch again. -#}
-key_change_keys as (
-    select distinct {{ key_list }}
-    from candidates
-    left semi join ({{ cdc_key_change_sequences('candidates') }}) as key_change_seqs using (_cdc_seq)
-    where _cdc_op in ('c', 'd')
-),
-
-{#- Broadcast: key changes are few, and the batch is then not shuffled a second time. -#}
-key_change_candidates as (
-    select /*+ broadcast(key_change_keys) */ *
-    from candidates
-    left semi join key_change_keys using ({{ key_list }})
-),
-
-key_change_carried as (
-    {{ cdc_carried_events('key_change_candidates', keys, attribute_columns) }}
-),
-
-{{ cdc_key_change_ctes('key_change_carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
+    batch, further up that chain. -#}
+{{ cdc_key_change_ctes('carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
 
 {#- Broadcast: key changes are few, and the winners are then not shuffled again. -#}
 resolved as (
