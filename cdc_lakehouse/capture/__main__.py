@@ -28,6 +28,7 @@ from cdc_lakehouse.capture.config import (
     load_config_file,
 )
 from cdc_lakehouse.capture.preflight import PreflightError
+from cdc_lakehouse.capture.upload import UploadError
 from cdc_lakehouse.spec import DECIMAL_MODES, TIME_MODES
 
 PROGRESS_EVERY = 2.0
@@ -128,11 +129,25 @@ def run_capture(config: CaptureConfig, args: argparse.Namespace) -> None:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     snapshot_mode, notes = prepare_state(config, slot_exists=slot_exists)
     config.out.mkdir(parents=True, exist_ok=True)
-    sink = LandingSink(config.out, config.flush_size, config.partitions, config.layout)
+    uploader = None
+    if config.upload_to:
+        from cdc_lakehouse.capture.upload import Uploader
+
+        uploader = Uploader(config.out, config.upload_to, endpoint=config.s3_endpoint)
+    sink = LandingSink(
+        config.out,
+        config.flush_size,
+        config.partitions,
+        config.layout,
+        after_write=uploader.upload if uploader else None,
+    )
     for topic in config.topics:
         sink.recover(topic)
     if sink.temp_files_removed:
         notes.append(f"removed {sink.temp_files_removed} unfinished temporary file(s)")
+    if uploader is not None:
+        # Files a killed run wrote but did not upload (the local folder is the staging).
+        notes.append(f"uploaded {uploader.reconcile()} file(s) the store lacked")
     for note in notes:
         _say(f"capture {config.name}: {note}")
 
@@ -256,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except CaptureFailed as exc:
         _say(f"error: {exc}")
+        return 1
+    except UploadError as exc:
+        _say(f"error: {exc}; the files are in the local landing folder and a rerun uploads them")
         return 1
     return 0
 

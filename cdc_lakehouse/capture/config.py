@@ -57,6 +57,10 @@ class CaptureConfig:
     # `{sink: lenses, prefix: ..., partition_by: [...]}` (see capture/sink.py).
     layout: str | Mapping[str, Any] | None = None
     topic_prefix: str = "northwind"
+    # Copy every landing file to object storage (`s3://<bucket>/<prefix>`, see upload.py);
+    # `out` stays the durable staging folder. Endpoint: `s3_endpoint` or CDC_S3_ENDPOINT.
+    upload_to: str | None = None
+    s3_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -152,6 +156,8 @@ class CaptureConfig:
             raise ConfigError(str(exc)) from None
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.topic_prefix):
             raise ConfigError("topic_prefix may hold only letters, digits, '_', '-' and '.'")
+        if self.upload_to is not None and not re.fullmatch(r"s3a?://[^/]+(/.*)?", self.upload_to):
+            raise ConfigError(f"upload_to must be s3://<bucket>/<prefix>, got {self.upload_to!r}")
 
 
 def normalize_tables(tables: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:

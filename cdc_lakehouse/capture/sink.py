@@ -19,7 +19,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 PARTITION = 0
@@ -206,6 +206,7 @@ class LandingSink:
         flush_size: int = 500,
         partitions: int = 1,
         layout: Mapping[str, object] | str | None = None,
+        after_write: Callable[[list[Path]], object] | None = None,
     ) -> None:
         if flush_size < 1:
             raise ValueError("flush_size must be at least 1")
@@ -215,6 +216,8 @@ class LandingSink:
         self.flush_size = flush_size
         self.partitions = partitions
         self.layout = sink_layout(self.out, layout)
+        # Called with each batch's files once they are durable (the capture's upload).
+        self.after_write = after_write
         self._next: dict[tuple[str, int], int] = {}
         self._cleaned: set[str] = set()
         self.events: Counter[str] = Counter()  # records written by this sink, per topic
@@ -276,6 +279,8 @@ class LandingSink:
         for folder, created in folders.items():
             _fsync_dir(folder, with_parents=created)
         self.files_written += len(written)
+        if self.after_write is not None and written:
+            self.after_write(written)
         return written
 
     @staticmethod
