@@ -21,6 +21,9 @@ cdc_lakehouse/snapshots.py): the bronze model compares it with the change log to
 
 Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
 columns as epoch milliseconds (Connect `Timestamp`), numbers as JSON numbers, text as strings.
+With `parquet_partition_field`, polls land as Confluent's S3 sink writes Parquet with a
+FieldPartitioner on that field instead (parquet_sink.py); the next Kafka offset is then kept in
+the state file beside the poll offset.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 
 import psycopg
 
+from cdc_lakehouse.capture.parquet_sink import write_parquet_records
 from cdc_lakehouse.capture.sink import LandingSink
 from cdc_lakehouse.capture.transforms import Transform, apply_transforms
 from cdc_lakehouse.snapshots import write_snapshot
@@ -58,6 +62,9 @@ class JdbcSource:
     flush_size: int = 500
     query: str | None = None  # query mode: poll this SELECT (a join...) instead of `table`
     transforms: Sequence[Transform] = ()  # SMTs applied to every row, in order
+    # Land Parquet (Confluent's ParquetFormat, gzip) in folders of this field's values
+    # (FieldPartitioner, see parquet_sink.py) instead of JSON lines.
+    parquet_partition_field: str | None = None
 
     def _select(self) -> str:
         if self.query is not None:
@@ -80,16 +87,35 @@ class JdbcSource:
         sql += f" order by {ts_col}, {inc_col}"
         with psycopg.connect(self.conninfo) as conn:
             cursor = conn.execute(sql, params)
-            names = [d.name for d in cursor.description or ()]
+            description = list(cursor.description or ())
+            names = [d.name for d in description]
             rows = cursor.fetchall()
         if not rows:
             return 0
-        values = self._lines(names, rows)
-        sink = LandingSink(self.out, flush_size=self.flush_size)
-        sink.write_batch([(self.topic, v) for v in values])
+        next_offset = None
+        if self.parquet_partition_field is not None:
+            # Parquet files do not say which offsets they hold (a file's records interleave
+            # with other folders'): the next Kafka offset is kept with the poll offset.
+            start = self._load_state().get("next_offset", 0)
+            write_parquet_records(
+                self.out,
+                self.topic,
+                description,
+                rows,
+                partition_field=self.parquet_partition_field,
+                start_offset=start,
+                transforms=self.transforms,
+                flush_size=self.flush_size,
+            )
+            next_offset = start + len(rows)
+        else:
+            values = self._lines(names, rows)
+            LandingSink(self.out, flush_size=self.flush_size).write_batch(
+                [(self.topic, v) for v in values]
+            )
         last = dict(zip(names, rows[-1], strict=True))
-        self._store_offset(last[ts_col], last[inc_col])
-        return len(values)
+        self._store_offset(last[ts_col], last[inc_col], next_offset)
+        return len(rows)
 
     def snapshot(self, folder: Path, as_of: datetime | None = None) -> Path:
         """Land every row of the table as one complete snapshot below `folder` (the table's
@@ -117,18 +143,26 @@ class JdbcSource:
             Path(folder) / name, lines, topic=self.topic, as_of=stamp, rows_per_file=self.flush_size
         )
 
-    def _load_offset(self) -> tuple[datetime, Any] | None:
+    def _load_state(self) -> dict[str, Any]:
         if not self.state_file.exists():
+            return {}
+        return json.loads(self.state_file.read_text())
+
+    def _load_offset(self) -> tuple[datetime, Any] | None:
+        state = self._load_state()
+        if not state:
             return None
-        state = json.loads(self.state_file.read_text())
         return datetime.fromisoformat(state["timestamp"]), state["incrementing"]
 
-    def _store_offset(self, timestamp: datetime, incrementing: Any) -> None:
+    def _store_offset(
+        self, timestamp: datetime, incrementing: Any, next_offset: int | None = None
+    ) -> None:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_name(f".{self.state_file.name}.tmp")
-        tmp.write_text(
-            json.dumps({"timestamp": timestamp.isoformat(), "incrementing": incrementing})
-        )
+        state = {"timestamp": timestamp.isoformat(), "incrementing": incrementing}
+        if next_offset is not None:
+            state["next_offset"] = next_offset
+        tmp.write_text(json.dumps(state))
         tmp.replace(self.state_file)
 
 

@@ -6,7 +6,8 @@ Starts a private PostgreSQL (`cdc_lakehouse.pg`), creates the Northwind-shaped t
 seeded initial rows, then for each phase runs the seeded workload and captures it with the
 project's capture tool (one Debezium engine per landing shape, the JDBC-style poller for
 suppliers). Writes `<out>/landing/topics/...`, `<out>/expected/<table>.jsonl` (PostgreSQL's
-final state, canonical form) and `<out>/README.md` (what is in it). Takes about a minute.
+final state, canonical form) and `<out>/README.md` (what is in it); then the Pagila pipeline
+(`cdc_lakehouse.sample.pagila`: query-based capture, Parquet landing). Takes about a minute.
 The source rows depend only on the seed; Debezium metadata (LSNs, txIds, ts_ms) differs per run.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres
+from cdc_lakehouse.sample import pagila
 from cdc_lakehouse.sample.harness import SourceHarness, capture_groups
 from cdc_lakehouse.sample.northwind import DDL, MID_STREAM_DDL, TABLES, Table
 
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             for row in state_rows[table.name]:
                 f.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
     (out / "README.md").write_text(readme(args, landing, state_rows, workload_counts))
+    # The second reference pipeline: query-based capture of a Pagila-shaped join, Parquet.
+    pagila_counts = pagila.build(out, args.seed)
+    pagila.write_readme_section(out, pagila.readme_section(out, args.seed, pagila_counts))
     print(f"sample written to {out} in {time.monotonic() - started:.0f}s")
     return 0
 

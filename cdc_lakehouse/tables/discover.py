@@ -180,12 +180,20 @@ def conninfo_from(args: argparse.Namespace) -> str:
 # -- landing zone -------------------------------------------------------------------------------
 
 
-def _lines(folder: Path, limit: int) -> Iterable[str]:
-    files = sorted(
+# Files whose records are not JSON lines: their schema is not embedded the JsonConverter's way.
+BINARY_SUFFIXES = (".parquet", ".avro")
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(
         p
         for p in folder.rglob("*")
         if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp")
     )
+
+
+def _lines(folder: Path, limit: int) -> Iterable[str]:
+    files = [p for p in _files(folder) if not p.name.endswith(BINARY_SUFFIXES)]
     seen = 0
     for path in files:
         opener = gzip.open if path.suffix == ".gz" else open
@@ -228,7 +236,11 @@ def landing_tables(root: Path, limit: int = 200) -> dict[str, Found]:
                 if shape:
                     schema, entry.shape = value["schema"], shape
                     break
-        if schema is None:
+        if schema is None and any(p.name.endswith(BINARY_SUFFIXES) for p in _files(folder)):
+            entry.notes.append(
+                "Parquet or Avro files (their schema is not read here): declare columns"
+            )
+        elif schema is None:
             entry.notes.append("no line with an embedded schema (schemas off?): declare columns")
         else:
             for f in _row_fields(schema, entry.shape or "envelope"):

@@ -8,6 +8,7 @@ with rejects as (
         ref('bronze_northwind__order_details'),
         ref('bronze_northwind__suppliers'),
         ref('bronze_northwind__cdc_events'),
+        ref('bronze_pagila__address'),
     ]) }}
 )
 

@@ -25,11 +25,22 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cdc_lakehouse.sample import northwind
+from cdc_lakehouse.sample import northwind, pagila
 from cdc_lakehouse.snapshots import MANIFEST
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample"
+# The bundled sample's sources (tables/<source>.yml) and their tables: the Northwind order system
+# (Debezium, outbox, JDBC-style suppliers) and the Pagila query-mode join landed as Parquet.
+SAMPLE_SOURCES = {"northwind": northwind.TABLES, "pagila": pagila.TABLES}
+SAMPLE_TABLES = tuple(t for tables in SAMPLE_SOURCES.values() for t in tables)
+
+
+def source_of(table: northwind.Table) -> str:
+    """The registry source of one of the sample's tables."""
+    return next(name for name, tables in SAMPLE_SOURCES.items() if table in tables)
+
+
 DBT = Path(sys.executable).with_name("dbt")
 
 

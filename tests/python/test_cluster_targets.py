@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from lakehouse import (
     REPO,
+    SAMPLE_TABLES,
     copy_landing,
     diff_states,
     expected_state,
@@ -40,7 +41,6 @@ from lakehouse import (
 )
 
 from cdc_lakehouse import cluster, objectstore
-from cdc_lakehouse.sample import northwind
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 SQL_MODELS_ONLY = ["--exclude", "tag:cdc_bronze"]
@@ -135,7 +135,7 @@ def exported_tables(export_dir: Path) -> dict[str, list[dict]]:
 
 def assert_matches_expected(export_dir: Path) -> None:
     problems = []
-    for table in northwind.TABLES:
+    for table in SAMPLE_TABLES:
         diff = diff_states(expected_state(table), lake_state(export_dir, table))
         problems += [f"{table.name}: {line}" for line in diff[:20]]
     assert not problems, "silver differs from the expected source state:\n" + "\n".join(problems)
@@ -145,11 +145,11 @@ def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
     assert_matches_expected(builds["cluster"])
     tables = exported_tables(builds["cluster"])
     bronze = [name for name in tables if name.startswith("bronze.")]
-    assert len(bronze) == len(northwind.TABLES), "the Python bronze models ran on the cluster"
+    assert len(bronze) == len(SAMPLE_TABLES), "the Python bronze models ran on the cluster"
 
 
 def test_tables_live_in_the_object_store(builds: dict[str, Any]) -> None:
-    silver = {t.name for t in northwind.TABLES}
+    silver = {t.name for t in SAMPLE_TABLES}
     assert silver <= set(builds["stored"]), builds["stored"]
     # the local lakehouse folder holds the metastore (and dbt's files), no table data
     assert not (builds["lakehouse"] / "warehouse").exists()

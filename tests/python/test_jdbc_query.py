@@ -280,3 +280,47 @@ def test_connect_transforms_follow_kafka_connect() -> None:
         InsertField.from_settings("o", {"offset.field": "offset"})
     with pytest.raises(ValueError, match="old:new pairs"):
         ReplaceField.from_settings("r", {"renames": "district"})
+
+
+def test_parquet_landing_is_laid_out_by_field_with_kafka_offsets(tmp_path: Path) -> None:
+    """The poller writes Parquet as Confluent's S3 sink does with a FieldPartitioner: a folder
+    per `country` value, files named after their first record's offset, offsets continuing
+    across polls (kept with the poll offset), Connect's types (INT32, UTC milliseconds)."""
+    import pyarrow.parquet as pq
+
+    landing = tmp_path / "landing"
+    with TemporaryPostgres() as pg:
+        with pg.connect() as conn:
+            conn.execute(PAGILA)
+        source = JdbcSource(
+            conninfo=pg.conninfo(),
+            table="address",
+            columns=None,
+            order_by=("last_update", "address_id"),
+            topic=TOPIC,
+            out=landing,
+            state_file=tmp_path / "state.json",
+            query=QUERY,
+            transforms=connect_transforms(CONNECTOR),
+            parquet_partition_field="country",
+        )
+        assert source.poll() == 5
+        with pg.connect() as conn:
+            conn.execute("update address set district = 'Douro' where address_id = 3")
+        assert source.poll() == 1
+    files = sorted(p.relative_to(landing).as_posix() for p in landing.rglob("*.parquet"))
+    assert files == [
+        f"topics/{TOPIC}/country=Japan/{TOPIC}+0+0000000003.gz.parquet",
+        f"topics/{TOPIC}/country=Portugal/{TOPIC}+0+0000000000.gz.parquet",
+        f"topics/{TOPIC}/country=Portugal/{TOPIC}+0+0000000005.gz.parquet",
+    ]
+    first = pq.read_table(landing / files[1])
+    assert first.schema.names == list(COLUMNS)
+    assert str(first.schema.field("address_id").type) == "int32"
+    assert str(first.schema.field("last_update").type) == "timestamp[ms, tz=UTC]"
+    assert pq.ParquetFile(landing / files[1]).metadata.row_group(0).column(0).compression == "GZIP"
+    assert first.column("address_id").to_pylist() == [1, 2, 3]
+    assert first.column("source_system").to_pylist() == ["pagila"] * 3
+    again = pq.read_table(landing / files[2]).to_pylist()
+    assert [(r["address_id"], r["state_province"]) for r in again] == [(3, "Douro")]
+    assert json.loads((tmp_path / "state.json").read_text())["next_offset"] == 6

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lakehouse import REPO, SAMPLE
+from lakehouse import REPO, SAMPLE, SAMPLE_SOURCES, SAMPLE_TABLES, source_of
 
 from cdc_lakehouse import changed
 from cdc_lakehouse.layout import Layout
@@ -31,12 +31,14 @@ def test_generated_files_are_in_sync_with_the_registry() -> None:
 
 
 def test_registry_agrees_with_the_sample_source() -> None:
-    """tables/northwind.yml describes the sample's PostgreSQL tables: same keys, every column
-    (those added mid-stream too) with a type that decodes to the same Spark type."""
-    registered = {t.name: t for t in registry.tables(REPO) if t.source == "northwind"}
-    assert set(registered) == {t.name for t in northwind.TABLES}
-    for table in northwind.TABLES:
-        entry = registered[table.name]
+    """tables/northwind.yml and tables/pagila.yml describe the sample's PostgreSQL tables (the
+    Pagila one as its query and transforms shape it): same keys, every column (those added
+    mid-stream too) with a type that decodes to the same Spark type."""
+    for source, tables in SAMPLE_SOURCES.items():
+        registered = {t.name: t for t in registry.tables(REPO) if t.source == source}
+        assert set(registered) == {t.name for t in tables}, source
+    for table in SAMPLE_TABLES:
+        entry = registry.table(REPO, table.name, source_of(table))
         assert entry.key == table.key, table.name
         assert entry.shape == table.shape, table.name
         assert entry.spec.layout == Layout.from_config(table.layout_settings), table.name
@@ -333,6 +335,11 @@ def test_from_landing_reads_the_embedded_schemas(
     assert "skipped customers: key unknown from the landing" in out
     assert "skipped orders: no line with an embedded schema (schemas off?)" in out
     assert "suppliers" not in out  # not included
+    # Pagila's topic lands as Parquet: reported, not read as text
+    assert main([*args, "--include", "pagila_jdbc.*"]) == 0
+    assert "skipped address: Parquet or Avro files (their schema is not read here)" in (
+        capsys.readouterr().out
+    )
 
     assert main([*args, "--include", "*customers", "--key", "customers=customer_id"]) == 0
     assert "1 table(s) added: customers" in capsys.readouterr().out
