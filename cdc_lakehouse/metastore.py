@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -98,7 +99,38 @@ def _warehouse_uri(warehouse: str) -> str:
     return Path(warehouse).resolve().as_uri()
 
 
-def hive_site(jdbc_url: str, user: str, password: str | None, warehouse: str) -> str:
+def uses_s3(warehouse: str, environ: Mapping[str, str]) -> bool:
+    """Object storage on: an `s3a://` warehouse, or the profiles' switches (CDC_S3_ENDPOINT,
+    CDC_S3=true)."""
+    return (
+        warehouse.startswith("s3a://")
+        or bool(environ.get("CDC_S3_ENDPOINT"))
+        or environ.get("CDC_S3") == "true"
+    )
+
+
+def s3a_settings(warehouse: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The service's s3a settings, as the profiles give Spark's: Hive creates a database's
+    folder itself (`create database` makes it in the warehouse). The keys are not written:
+    s3a reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the service's environment (or an
+    instance role)."""
+    if not uses_s3(warehouse, environ):
+        return {}
+    endpoint = environ.get("CDC_S3_ENDPOINT", "")
+    return {
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.path.style.access": "true" if endpoint else "false",
+        "fs.s3a.connection.ssl.enabled": "false" if endpoint.startswith("http://") else "true",
+    }
+
+
+def hive_site(
+    jdbc_url: str,
+    user: str,
+    password: str | None,
+    warehouse: str,
+    environ: Mapping[str, str] | None = None,
+) -> str:
     """The metastore's database settings: the schema created on first start, not verified
     against a Hive release (Spark's client and this service are the same 2.3.9). `warehouse`
     is where the `default` database lives (created on first start): without it Hive puts it
@@ -116,6 +148,7 @@ def hive_site(jdbc_url: str, user: str, password: str | None, warehouse: str) ->
     }
     if password:
         settings["javax.jdo.option.ConnectionPassword"] = password
+    settings |= s3a_settings(warehouse, os.environ if environ is None else environ)
     body = "".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
         for k, v in settings.items()
@@ -228,11 +261,16 @@ def start(
     conf.mkdir(parents=True, exist_ok=True)
     site = conf / "hive-site.xml"
     # Holds the database password: readable by this user only, never in the repository.
-    settings = hive_site(jdbc_url, user, password, warehouse or default_warehouse())
+    warehouse = warehouse or default_warehouse()
+    settings = hive_site(jdbc_url, user, password, warehouse)
     services.write_private(site, settings)
-    classpath = os.pathsep.join(
-        [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
-    )
+    entries = [str(conf), str(launcher), f"{_pyspark_jars()}/*", str(drivers[-1])]
+    if uses_s3(warehouse, os.environ):
+        s3_jars = [JARS / "s3" / "hadoop-aws.jar", JARS / "s3" / "aws-java-sdk-bundle.jar"]
+        if not all(jar.exists() for jar in s3_jars):
+            raise MetastoreError(f"{JARS / 's3'} is missing: run `make s3-jars`")
+        entries += [str(jar) for jar in s3_jars]
+    classpath = os.pathsep.join(entries)
     proc = services.launch(
         ["java", "-Xmx512m", *JAVA_OPENS, "-cp", classpath, MAIN_CLASS, HOST, str(port)],
         state_dir=state_dir,

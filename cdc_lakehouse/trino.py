@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def catalog_properties(metastore_uri: str) -> str:
+def catalog_properties(metastore_uri: str, environ: Mapping[str, str] | None = None) -> str:
     """The Iceberg connector on the shared metastore. `fs.hadoop.enabled`: the local warehouse's
-    `file:` locations (with object storage: `fs.native-s3.enabled=true` and its `s3.*` settings)."""
-    return (
-        "connector.name=iceberg\n"
-        "iceberg.catalog.type=hive_metastore\n"
-        f"hive.metastore.uri={metastore_uri}\n"
-        "fs.hadoop.enabled=true\n"
-    )
+    `file:` locations. With object storage on (`CDC_S3_ENDPOINT` for an S3-compatible store, or
+    `CDC_S3=true` for AWS, as in the profiles), Trino's native S3 file system for `s3://` and
+    `s3a://` locations: path-style at a custom endpoint, keys from the server's environment
+    (`${ENV:...}`, resolved by Trino: they are never written to the file)."""
+    environ = os.environ if environ is None else environ
+    lines = [
+        "connector.name=iceberg",
+        "iceberg.catalog.type=hive_metastore",
+        f"hive.metastore.uri={metastore_uri}",
+        "fs.hadoop.enabled=true",
+    ]
+    endpoint = environ.get("CDC_S3_ENDPOINT", "")
+    if endpoint or environ.get("CDC_S3") == "true":
+        lines += [
+            "fs.native-s3.enabled=true",
+            f"s3.region={environ.get('AWS_REGION', 'us-east-1')}",
+        ]
+        if endpoint:
+            lines += [f"s3.endpoint={endpoint}", "s3.path-style-access=true"]
+        if environ.get("AWS_ACCESS_KEY_ID"):
+            lines += [
+                "s3.aws-access-key=${ENV:AWS_ACCESS_KEY_ID}",
+                "s3.aws-secret-key=${ENV:AWS_SECRET_ACCESS_KEY}",
+            ]
+    return "\n".join(lines) + "\n"
 
 
 def _state_file(state_dir: Path) -> Path:

@@ -28,9 +28,9 @@ def session(uri: str, warehouse: str):  # noqa: ANN201 - pyspark is imported lat
     for key, value in settings.items():
         if not key.startswith("spark.driver."):
             builder = builder.config(key, value)
-    builder = builder.master("local[1]").config(
-        "spark.jars", str(REPO / "jars" / "iceberg-spark-runtime.jar")
-    )
+    # the profile's jars (Iceberg's runtime, s3a's when object storage is on), from the repo
+    jars = ",".join(str(REPO / jar) for jar in settings["spark.jars"].split(",") if jar)
+    builder = builder.master("local[1]").config("spark.jars", jars)
     spark = builder.config("spark.sql.warehouse.dir", warehouse).enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

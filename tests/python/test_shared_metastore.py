@@ -8,13 +8,17 @@ loop's process holds it. Then two processes append to one Iceberg table at once:
 must survive (the metastore lock; without it Hive 2.3.9 lets one process overwrite the other's
 commit). Last, Trino (single node, its Iceberg connector on the same metastore) and pyiceberg
 (its Hive catalog, a Python user's way in) read the silver, history and gold tables those
-processes built, and every cell equals Spark's.
+processes built, and every cell equals Spark's. The tables live in object storage (SeaweedFS,
+`cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process, the metastore service,
+Trino's native S3 file system and pyiceberg's reach them there.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -22,13 +26,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from lakehouse import REPO, _worker_env, copy_landing, expected_state, read_export, run_dbt
 
-from cdc_lakehouse import metastore, trino
+from cdc_lakehouse import metastore, objectstore, trino
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 from cdc_lakehouse.sample import northwind
 
@@ -36,6 +39,7 @@ NO_TESTS = ["--exclude-resource-type", "unit_test", "--exclude-resource-type", "
 LOOP_SELECT = ["+customers", "+customers_history"]
 OTHER_SELECT = ["+products", "+products_history", "+dim_products"]
 BUILT = [*LOOP_SELECT, *OTHER_SELECT]
+WAREHOUSE = "s3a://lake/warehouse"
 # Read back through Trino: the loop's customers tables, the other build's products tables and
 # gold table (`+dim_products` builds the order_details tables too).
 TRINO_READS = [
@@ -103,7 +107,17 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     loop_variables = json.dumps(
         {"cdc_landing_root": str(landing), "cdc_export_dir": str(loop_export)}
     )
-    with TemporaryPostgres() as pg:
+    with (
+        pytest.MonkeyPatch.context() as environ,
+        TemporaryPostgres() as pg,
+    ):
+        # The production layout: tables in object storage (SeaweedFS on 127.0.0.1, made-up
+        # keys in the environment only), the catalog in PostgreSQL.
+        environ.setenv("AWS_ACCESS_KEY_ID", f"shared-{secrets.token_hex(4)}")
+        environ.setenv("AWS_SECRET_ACCESS_KEY", secrets.token_hex(16))
+        store = objectstore.start(root / "objectstore", buckets=["lake"], s3_port=None)
+        environ.setenv("CDC_S3_ENDPOINT", store.endpoint)
+        environ.setenv("CDC_WAREHOUSE_DIR", WAREHOUSE)
         with psycopg.connect(pg.conninfo("postgres"), autocommit=True) as conn:
             conn.execute("create database metastore")
         service = metastore.start(
@@ -111,7 +125,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
             user=pg.user,
             port=free_port(),
-            warehouse=str(lakehouse / "warehouse"),
+            warehouse=WAREHOUSE,
         )
         env = {"CDC_METASTORE_URI": service.uri}
         loop = Loop(
@@ -167,22 +181,25 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             loop.stop()
             appended = subprocess.run(
                 [sys.executable, str(Path(__file__).with_name("concurrent_appends.py")),
-                 service.uri, str(lakehouse / "warehouse")],
+                 service.uri, WAREHOUSE],
                 capture_output=True, text=True, timeout=600, check=False,
             )  # fmt: skip
             through_trino = read_through_trino(root / "trino", service.uri)
-            through_pyiceberg = read_through_pyiceberg(service.uri)
+            through_pyiceberg = read_through_pyiceberg(service.uri, store.endpoint)
+            stored = objectstore.list_folder(store, f"{WAREHOUSE}/silver.db")
         finally:
             loop.stop()
             trino.stop(root / "trino")
             metastore.stop(root / "metastore")
+            objectstore.stop(root / "objectstore")
     return {
         "show": show.stdout,
         "catalog": json.loads((lakehouse / "target" / "catalog.json").read_text()),
         "loop": loop.reports,
         "window": (others_started, others_ended),
         "appended": appended,
-        "warehouse": (lakehouse / "warehouse").resolve(),
+        "local_warehouse": lakehouse / "warehouse",
+        "stored": stored,
         "trino": through_trino,
         "pyiceberg": through_pyiceberg,
         "spark": {
@@ -246,12 +263,22 @@ def _jsonable(value: Any, field_type: Any) -> Any:
     return value
 
 
-def read_through_pyiceberg(metastore_uri: str) -> dict[str, Any]:
+def read_through_pyiceberg(metastore_uri: str, s3_endpoint: str) -> dict[str, Any]:
     """Every relation of TRINO_READS as pyiceberg reads it (its Hive catalog on the same
-    metastore service, the files through Arrow), in canonical text."""
+    metastore service, the files through Arrow's S3 client), in canonical text."""
     from pyiceberg.catalog import load_catalog
 
-    catalog = load_catalog("lakehouse", type="hive", uri=metastore_uri)
+    catalog = load_catalog(
+        "lakehouse",
+        type="hive",
+        uri=metastore_uri,
+        **{
+            "s3.endpoint": s3_endpoint,
+            "s3.region": "us-east-1",
+            "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        },
+    )
     tables: dict[str, Any] = {"listed": catalog.list_tables("silver")}
     for relation in TRINO_READS:
         table = catalog.load_table(relation)
@@ -297,7 +324,12 @@ def test_concurrent_commits_to_one_table_all_survive(shared: dict[str, Any]) -> 
     # in the lakehouse's warehouse (the service's `default` database), not Hive's own default
     # /user/hive/warehouse
     location = result.stdout.split("location=", 1)[1].split()[0]
-    assert Path(urlsplit(location).path).is_relative_to(shared["warehouse"]), location
+    assert location.startswith(f"{WAREHOUSE}/"), location
+
+
+def test_tables_live_in_the_object_store(shared: dict[str, Any]) -> None:
+    assert {"customers", "customers_history", "products"} <= set(shared["stored"])
+    assert not shared["local_warehouse"].exists(), "a table was written to the local folder"
 
 
 def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
