@@ -66,20 +66,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         REPORT.unlink(missing_ok=True)
 
 
-# The longest files first (seconds in the last full run, `.ci/run` at c9b0539): under
+# The longest files first (seconds in the last full run, `.ci/run` at 84ca199): under
 # `make test` pytest-xdist hands whole files to its 2 processes in collection order, so a long
 # file started last would leave one process idle at the end.
 LONG_FILES = {
-    "test_oracle.py": 825,
-    "test_oracle_faults.py": 810,
-    "test_pipeline_e2e.py": 670,
-    "test_cluster_targets.py": 645,
-    "test_shared_metastore.py": 435,
-    "test_benchmarks.py": 385,
-    "test_oracle_ddl.py": 310,
-    "test_debezium_samples_e2e.py": 305,
-    "test_schema_changes.py": 250,
-    "test_docs_site.py": 145,
+    "test_oracle.py": 860,
+    "test_oracle_faults.py": 855,
+    "test_cluster_targets.py": 625,
+    "test_pipeline_e2e.py": 580,
+    "test_shared_metastore.py": 405,
+    "test_benchmarks.py": 330,
+    "test_oracle_ddl.py": 270,
+    "test_schema_changes.py": 255,
+    "test_debezium_samples_e2e.py": 155,
+    "test_docs_site.py": 100,
 }
 
 
