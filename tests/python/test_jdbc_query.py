@@ -30,11 +30,47 @@ from cdc_lakehouse.capture.transforms import (
     connect_transforms,
 )
 from cdc_lakehouse.pg import TemporaryPostgres
+from cdc_lakehouse.sample import pagila
 
-TOPIC = "pagila_jdbc.address"
+TOPIC = pagila.TOPIC
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAYMENT = "pagila.payment"
 PAYMENT_COLUMNS = {
+    "payment_id": "int",
+    "customer_id": "int",
+    "clerk_id": "int",
+    "amount": "numeric(5,2)",
+    "balance": "numeric(25,4)",
+    "payment_date": "timestamptz",
+    "due_date": "date",
+    "refunded": "boolean",
+    "rate": "double precision",
+    "receipt": "bytea",
+    "country": "text",
+    "last_update": "timestamp",
+    "source": "text",
+    "note": "text",
+}
+
+# The bundled sample's Pagila schema (its trigger included), the connector's query and its
+# properties (cdc_lakehouse/sample/pagila.py), with a few rows of this test's own.
+PAGILA = (
+    pagila.DDL
+    + """
+insert into country (country) values ('Portugal'), ('Japan');
+insert into city (city, country_id) values ('Porto', 1), ('Braga', 1), ('Osaka', 2);
+insert into address (address, district, city_id, postal_code) values
+    ('1 Rua Nova', 'Norte', 1, '4000'),
+    ('2 Rua Velha', 'Norte', 1, null),
+    ('3 Avenida', 'Minho', 2, '4700'),
+    ('4 Chome', 'Kansai', 3, '530'),
+    ('5 Chome', 'Kansai', 3, '531');
+"""
+)
+QUERY = pagila.QUERY
+CONNECTOR = pagila.CONNECTOR
+
+COLUMNS = {
     "payment_id": "int",
     "customer_id": "int",
     "clerk_id": "int",
