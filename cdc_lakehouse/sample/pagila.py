@@ -280,8 +280,14 @@ class PagilaWorkload:
         return True
 
 
-def source(conninfo: str, landing: Path, state_dir: Path) -> JdbcSource:
-    """The connector and its sink, as the capture harness runs them."""
+def source(
+    conninfo: str,
+    landing: Path,
+    state_file: Path,
+    partition_field: str | None = PARTITION_FIELD,
+) -> JdbcSource:
+    """The connector and its sink, as the capture harness runs them (`partition_field` None:
+    JSON lines in Confluent's default layout instead of Parquet)."""
     return JdbcSource(
         conninfo=conninfo,
         table="address",
@@ -289,10 +295,10 @@ def source(conninfo: str, landing: Path, state_dir: Path) -> JdbcSource:
         order_by=(CONNECTOR["timestamp.column.name"], CONNECTOR["incrementing.column.name"]),
         topic=TOPIC,
         out=landing,
-        state_file=state_dir / "pagila_address.json",
+        state_file=state_file,
         query=QUERY,
         transforms=connect_transforms(CONNECTOR),
-        parquet_partition_field=PARTITION_FIELD,
+        parquet_partition_field=partition_field,
     )
 
 
@@ -324,7 +330,7 @@ def build(
         with pg.connect() as conn:
             workload.create_schema(conn)
             workload.load_initial(conn)
-        poller = source(pg.conninfo(), landing, Path(state))
+        poller = source(pg.conninfo(), landing, Path(state) / "pagila_address.json")
         for phase in range(phases + 1):
             if phase:
                 with pg.connect() as conn:

@@ -22,7 +22,6 @@ import pytest
 from dbt_scratch_project import make_project
 from lakehouse import landing_files, read_export, record_lines, run_dbt
 
-from cdc_lakehouse.capture.jdbc_source import JdbcSource
 from cdc_lakehouse.capture.transforms import (
     InsertField,
     ReplaceField,
@@ -71,84 +70,6 @@ QUERY = pagila.QUERY
 CONNECTOR = pagila.CONNECTOR
 
 COLUMNS = {
-    "payment_id": "int",
-    "customer_id": "int",
-    "clerk_id": "int",
-    "amount": "numeric(5,2)",
-    "balance": "numeric(25,4)",
-    "payment_date": "timestamptz",
-    "due_date": "date",
-    "refunded": "boolean",
-    "rate": "double precision",
-    "receipt": "bytea",
-    "country": "text",
-    "last_update": "timestamp",
-    "source": "text",
-    "note": "text",
-}
-
-PAGILA = """
-create table country (
-    country_id serial primary key,
-    country text not null,
-    last_update timestamp not null default localtimestamp
-);
-create table city (
-    city_id serial primary key,
-    city text not null,
-    country_id int not null references country,
-    last_update timestamp not null default localtimestamp
-);
-create table address (
-    address_id serial primary key,
-    address text not null,
-    district text not null,
-    city_id int not null references city,
-    postal_code text,
-    last_update timestamp not null default localtimestamp
-);
--- Pagila's own trigger: every update stamps the row
-create function last_updated() returns trigger language plpgsql as $$
-begin
-    new.last_update := clock_timestamp()::timestamp;
-    return new;
-end $$;
-create trigger last_updated before update on country for each row execute function last_updated();
-create trigger last_updated before update on city for each row execute function last_updated();
-create trigger last_updated before update on address for each row execute function last_updated();
-insert into country (country) values ('Portugal'), ('Japan');
-insert into city (city, country_id) values ('Porto', 1), ('Braga', 1), ('Osaka', 2);
-insert into address (address, district, city_id, postal_code) values
-    ('1 Rua Nova', 'Norte', 1, '4000'),
-    ('2 Rua Velha', 'Norte', 1, null),
-    ('3 Avenida', 'Minho', 2, '4700'),
-    ('4 Chome', 'Kansai', 3, '530'),
-    ('5 Chome', 'Kansai', 3, '531');
-"""
-
-# The connector's query: a change to any joined row moves the joined row's timestamp.
-QUERY = """
-select a.address_id, a.address, a.district, a.postal_code, c.city, co.country,
-       greatest(a.last_update, c.last_update, co.last_update) as last_update
-from address as a
-join city as c on c.city_id = a.city_id
-join country as co on co.country_id = c.country_id
-"""
-
-# As in the connector's properties (Kafka Connect's own transforms).
-CONNECTOR = {
-    "mode": "timestamp+incrementing",
-    "timestamp.column.name": "last_update",
-    "incrementing.column.name": "address_id",
-    "transforms": "rename,origin",
-    "transforms.rename.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
-    "transforms.rename.renames": "district:state_province",
-    "transforms.origin.type": "org.apache.kafka.connect.transforms.InsertField$Value",
-    "transforms.origin.static.field": "source_system",
-    "transforms.origin.static.value": "pagila",
-}
-
-COLUMNS = {
     "address_id": "int",
     "address": "text",
     "state_province": "text",
@@ -187,16 +108,8 @@ def test_query_mode_parquet_and_avro_landings_build_to_their_sources(tmp_path: P
     with TemporaryPostgres() as pg:
         with pg.connect() as conn:
             conn.execute(PAGILA)
-        source = JdbcSource(
-            conninfo=pg.conninfo(),
-            table="address",
-            columns=None,
-            order_by=(CONNECTOR["timestamp.column.name"], CONNECTOR["incrementing.column.name"]),
-            topic=TOPIC,
-            out=landing,
-            state_file=tmp_path / "state" / "address.json",
-            query=QUERY,
-            transforms=connect_transforms(CONNECTOR),
+        source = pagila.source(
+            pg.conninfo(), landing, tmp_path / "state" / "address.json", partition_field=None
         )
         assert source.poll() == 5
         source.snapshot(landing / "snapshots" / TOPIC)
@@ -328,18 +241,7 @@ def test_parquet_landing_is_laid_out_by_field_with_kafka_offsets(tmp_path: Path)
     with TemporaryPostgres() as pg:
         with pg.connect() as conn:
             conn.execute(PAGILA)
-        source = JdbcSource(
-            conninfo=pg.conninfo(),
-            table="address",
-            columns=None,
-            order_by=("last_update", "address_id"),
-            topic=TOPIC,
-            out=landing,
-            state_file=tmp_path / "state.json",
-            query=QUERY,
-            transforms=connect_transforms(CONNECTOR),
-            parquet_partition_field="country",
-        )
+        source = pagila.source(pg.conninfo(), landing, tmp_path / "state.json", "country")
         assert source.poll() == 5
         with pg.connect() as conn:
             conn.execute("update address set district = 'Douro' where address_id = 3")
