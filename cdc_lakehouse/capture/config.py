@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from cdc_lakehouse.capture.sink import sink_layout
+from cdc_lakehouse.capture.upload import object_base
 from cdc_lakehouse.spec import DECIMAL_MODES, TIME_MODES
 
 SHAPES = ("envelope", "flattened")
@@ -156,8 +157,11 @@ class CaptureConfig:
             raise ConfigError(str(exc)) from None
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.topic_prefix):
             raise ConfigError("topic_prefix may hold only letters, digits, '_', '-' and '.'")
-        if self.upload_to is not None and not re.fullmatch(r"s3a?://[^/]+(/.*)?", self.upload_to):
-            raise ConfigError(f"upload_to must be s3://<bucket>/<prefix>, got {self.upload_to!r}")
+        if self.upload_to is not None:
+            try:
+                object_base(self.upload_to)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 def normalize_tables(tables: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:

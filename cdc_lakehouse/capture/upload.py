@@ -33,14 +33,19 @@ def _is_landing_file(path: Path, root: Path) -> bool:
     return path.is_file() and not any(part.startswith(".") for part in parts)
 
 
+def object_base(url: str) -> str:
+    """`bucket/prefix` of an `upload_to` URL (`s3://` or `s3a://`); ValueError otherwise."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
+        raise ValueError(f"upload_to must be s3://<bucket>/<prefix>, got {url!r}")
+    return f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
+
+
 class Uploader:
     def __init__(self, local_root: Path, url: str, endpoint: str | None = None) -> None:
-        parsed = urlparse(url)
-        if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
-            raise ValueError(f"upload_to must be s3://<bucket>/<prefix>, got {url!r}")
+        self.base = object_base(url)
         self.local_root = Path(local_root)
         self.url = url
-        self.base = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
         try:
             from pyarrow import fs
         except ImportError as e:  # pragma: no cover - depends on the installation
