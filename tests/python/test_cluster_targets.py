@@ -1,20 +1,25 @@
 """The same project on a Spark cluster and object storage: the `cluster` and `thrift` targets
-build the sample from an `s3a://` landing zone into an `s3a://` warehouse.
+build the sample from an `s3a://` landing zone into an `s3a://` warehouse, and a session target
+builds beside the Thrift server.
 
 One local standalone cluster from the pyspark wheel (master + 2 workers of 1 core, 127.0.0.1
-only) and one S3-compatible store (SeaweedFS, `cdc_lakehouse.objectstore`, credentials made up
-by the fixture and given through the environment only), started and always stopped by the
-fixture; the sample's landing files are uploaded to the store, and the local lakehouse folder
-keeps only the Derby metastore:
+only), one S3-compatible store (SeaweedFS, `cdc_lakehouse.objectstore`, credentials made up
+by the fixture and given through the environment only) and the metastore service several
+processes share (`cdc_lakehouse.metastore`, its tables in a real PostgreSQL), started and always
+stopped by the fixture; the sample's landing files are uploaded to the store, and no table data
+stays in the local lakehouse folder:
 - `cluster` target: dbt's in-process driver on that master builds every model of the sample,
   Python bronze models included (the data tests, the same SQL on every target, run in the
   embedded builds of test_pipeline_e2e and, for the customers models, over Thrift below);
 - `thrift` target: a Spark Thrift Server on the same cluster and the same metastore rebuilds
-  every SQL model (`--full-refresh --exclude tag:cdc_bronze`) from the bronze tables the
+  the SQL models (`--full-refresh --exclude tag:cdc_bronze`) from the bronze tables the
   cluster build decoded, then runs the data tests of the customers models (the Thrift build's
-  tables must equal the cluster build's cell for cell). Python models
-  cannot run over Thrift: they need the in-process driver. Derby is single-process, so the
-  server starts only after the cluster build's dbt has ended.
+  tables must equal the cluster build's cell for cell). Python models cannot run over Thrift:
+  they need the in-process driver;
+- while the Thrift server builds, an `embedded` session (its own Spark driver, another process)
+  rebuilds the Pagila models (`+address +address_history`), which the Thrift build leaves out:
+  two engines on one catalog at once, each reading the bronze tables the other reads. With the
+  embedded Derby metastore the second would fail to open it.
 
 Both must reach the sample's expected state (what the embedded target builds, checked the same
 way in test_pipeline_e2e) and agree with each other cell for cell.
@@ -25,9 +30,12 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from lakehouse import (
     REPO,
@@ -40,13 +48,16 @@ from lakehouse import (
     run_dbt,
 )
 
-from cdc_lakehouse import cluster, objectstore
+from cdc_lakehouse import cluster, metastore, objectstore
+from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 SQL_MODELS_ONLY = ["--exclude", "tag:cdc_bronze"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]
 # The data tests run over Thrift too (~1.1 s each there): those of one table and its history.
 THRIFT_DATA_TESTS = ["stg_northwind__customers_changes", "customers", "customers_history"]
+# What the session target rebuilds while the Thrift server builds the rest (disjoint writes).
+BESIDE_THRIFT = ["+address", "+address_history"]
 
 
 def build(lakehouse: Path, landing: str, target: str, env: dict[str, str], *extra: str) -> Path:
@@ -62,6 +73,13 @@ def build(lakehouse: Path, landing: str, target: str, env: dict[str, str], *extr
     return export_dir
 
 
+def run_span(target_path: Path) -> tuple[datetime, datetime]:
+    """When a dbt command ran: its run_results.json's end time minus its elapsed time."""
+    results = json.loads((target_path / "run_results.json").read_text())
+    ended = datetime.fromisoformat(results["metadata"]["generated_at"].replace("Z", "+00:00"))
+    return ended - timedelta(seconds=results["elapsed_time"]), ended
+
+
 LANDING = "s3a://lake/landing"
 WAREHOUSE = "s3a://lake/warehouse"
 
@@ -74,7 +92,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "AWS_ACCESS_KEY_ID": f"cdc{secrets.token_hex(8)}",
         "AWS_SECRET_ACCESS_KEY": secrets.token_hex(20),
     }
-    with pytest.MonkeyPatch.context() as env:
+    with pytest.MonkeyPatch.context() as env, TemporaryPostgres() as pg:
         for name, value in credentials.items():
             env.setenv(name, value)
         try:
@@ -83,17 +101,48 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             # every process (dbt, the Thrift server the cluster module starts) reads these
             env.setenv("CDC_S3_ENDPOINT", store.endpoint)
             env.setenv("CDC_WAREHOUSE_DIR", WAREHOUSE)
+            with psycopg.connect(pg.conninfo("postgres"), autocommit=True) as conn:
+                conn.execute("create database metastore")
+            service = metastore.start(
+                root / "metastore",
+                jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
+                user=pg.user,
+                port=free_port(),
+                warehouse=WAREHOUSE,
+            )
+            env.setenv("CDC_METASTORE_URI", service.uri)
             state = cluster.start(state_dir, workers=2, worker_cores=1, worker_memory="1g")
             on_cluster = build(lakehouse, LANDING, "cluster", state.env())
             state = cluster.thrift_start(state_dir, project_dir=REPO, lakehouse=lakehouse)
-            on_thrift = build(
-                lakehouse,
-                LANDING,
-                "thrift",
-                state.env(),
-                "--full-refresh",
-                *SQL_MODELS_ONLY,
-            )
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                thrift_build = pool.submit(
+                    build,
+                    lakehouse,
+                    LANDING,
+                    "thrift",
+                    state.env(),
+                    "--full-refresh",
+                    *SQL_MODELS_ONLY,
+                    "--exclude",
+                    *BESIDE_THRIFT,
+                )
+                # another folder for dbt's own files (target/, logs/): two dbt processes at once
+                session_build = pool.submit(
+                    build,
+                    root / "session",
+                    LANDING,
+                    "embedded",
+                    {"CDC_SPARK_MASTER": "local[1]"},
+                    "--full-refresh",
+                    "--select",
+                    *BESIDE_THRIFT,
+                    *SQL_MODELS_ONLY,
+                )
+                on_thrift, on_session = thrift_build.result(), session_build.result()
+            spans = {
+                "thrift": run_span(lakehouse / "target"),
+                "session": run_span(root / "session" / "target"),
+            }
             thrift_tests = run_dbt(
                 ["test", "--target", "thrift", "--select", *THRIFT_DATA_TESTS, *SKIP_UNIT_TESTS],
                 lakehouse=lakehouse,
@@ -107,10 +156,14 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             command_line = Path(f"/proc/{thrift_command.pid}/cmdline").read_bytes()
         finally:
             cluster.stop(state_dir)
+            metastore.stop(root / "metastore")
             objectstore.stop(store_dir)
     return {
         "cluster": on_cluster,
         "thrift": on_thrift,
+        "session": on_session,
+        "session_lakehouse": root / "session",
+        "spans": spans,
         "thrift_tests": thrift_tests.stdout,
         "master": master,
         "stored": stored,
@@ -133,12 +186,17 @@ def exported_tables(export_dir: Path) -> dict[str, list[dict]]:
     }
 
 
-def assert_matches_expected(export_dir: Path) -> None:
+def assert_matches_expected(export_dir: Path, tables: list | None = None) -> None:
     problems = []
-    for table in SAMPLE_TABLES:
+    for table in SAMPLE_TABLES if tables is None else tables:
         diff = diff_states(expected_state(table), lake_state(export_dir, table))
         problems += [f"{table.name}: {line}" for line in diff[:20]]
     assert not problems, "silver differs from the expected source state:\n" + "\n".join(problems)
+
+
+# The sample's tables the Thrift build made, and those the session build beside it made.
+BUILT_BESIDE = [t for t in SAMPLE_TABLES if t.name == "address"]
+BUILT_OVER_THRIFT = [t for t in SAMPLE_TABLES if t not in BUILT_BESIDE]
 
 
 def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
@@ -151,8 +209,11 @@ def test_cluster_target_builds_the_sample(builds: dict[str, Any]) -> None:
 def test_tables_live_in_the_object_store(builds: dict[str, Any]) -> None:
     silver = {t.name for t in SAMPLE_TABLES}
     assert silver <= set(builds["stored"]), builds["stored"]
-    # the local lakehouse folder holds the metastore (and dbt's files), no table data
-    assert not (builds["lakehouse"] / "warehouse").exists()
+    for lakehouse in (builds["lakehouse"], builds["session_lakehouse"]):
+        # no table data in the local lakehouse folders, and no Derby metastore: every process
+        # used the metastore service
+        assert not (lakehouse / "warehouse").exists()
+        assert not (lakehouse / "metastore_db").exists()
 
 
 def test_object_store_keys_stay_off_command_lines(builds: dict[str, Any]) -> None:
@@ -162,7 +223,18 @@ def test_object_store_keys_stay_off_command_lines(builds: dict[str, Any]) -> Non
 
 
 def test_thrift_target_builds_the_sample(builds: dict[str, Any]) -> None:
-    assert_matches_expected(builds["thrift"])
+    assert BUILT_BESIDE and BUILT_OVER_THRIFT
+    assert_matches_expected(builds["thrift"], BUILT_OVER_THRIFT)
+
+
+def test_session_target_built_while_the_thrift_server_did(builds: dict[str, Any]) -> None:
+    (thrift_start, thrift_end), (session_start, session_end) = (
+        builds["spans"]["thrift"],
+        builds["spans"]["session"],
+    )
+    overlap = min(thrift_end, session_end) - max(thrift_start, session_start)
+    assert overlap > timedelta(seconds=10), builds["spans"]
+    assert_matches_expected(builds["session"], BUILT_BESIDE)
 
 
 def test_data_tests_run_over_thrift(builds: dict[str, Any]) -> None:
@@ -172,26 +244,30 @@ def test_data_tests_run_over_thrift(builds: dict[str, Any]) -> None:
 
 
 def test_thrift_and_cluster_builds_agree_cell_for_cell(builds: dict[str, Any]) -> None:
-    # The Thrift build rebuilt silver, gold and the rejects from the same bronze rows, so even
-    # `_cdc_loaded_at` must agree.
+    # The Thrift and session builds rebuilt silver, gold and the rejects from the same bronze
+    # rows, so even `_cdc_loaded_at` must agree.
     on_cluster = exported_tables(builds["cluster"])
     on_thrift = exported_tables(builds["thrift"])
+    on_session = exported_tables(builds["session"])
     sql_built = {name for name in on_cluster if not name.startswith("bronze.")}
-    assert set(on_thrift) == sql_built
+    assert not set(on_thrift) & set(on_session), "the two builds wrote disjoint models"
+    assert set(on_thrift) | set(on_session) == sql_built
     for name in sorted(sql_built):
-        assert on_thrift[name] == on_cluster[name], f"{name} differs between the two targets"
-    # Column types of every model the Thrift build made, views included (a view read through
-    # the Hive metastore must keep `timestamp_ntz` on the server too).
+        rebuilt = on_thrift.get(name, on_session.get(name))
+        assert rebuilt == on_cluster[name], f"{name} differs between the targets"
+    # Column types of every model the Thrift and session builds made, views included (a view
+    # read through the Hive metastore must keep `timestamp_ntz` on the server too).
     types = {}
-    for target in ("cluster", "thrift"):
+    for target in ("cluster", "thrift", "session"):
         rows = read_export(builds[target], "cdc.types")
         types[target] = {
             (r["relation"], r["position"], r["column_name"], r["data_type"]) for r in rows
         }
-    thrift_relations = {row[0] for row in types["thrift"]}
-    assert any(r.startswith("staging.") for r in thrift_relations), thrift_relations
-    on_cluster_types = {row for row in types["cluster"] if row[0] in thrift_relations}
-    assert types["thrift"] == on_cluster_types, types["thrift"] ^ on_cluster_types
+    rebuilt_types = types["thrift"] | types["session"]
+    relations = {row[0] for row in rebuilt_types}
+    assert any(r.startswith("staging.") for r in relations), relations
+    on_cluster_types = {row for row in types["cluster"] if row[0] in relations}
+    assert rebuilt_types == on_cluster_types, rebuilt_types ^ on_cluster_types
 
 
 def test_both_builds_ran_on_the_cluster_executors(builds: dict[str, Any]) -> None:
