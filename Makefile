@@ -36,6 +36,8 @@ jars/.installed: jvm/pom.xml
 	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars
 	cd jars && ln -sf "$$(ls iceberg-spark-runtime-*.jar)" iceberg-spark-runtime.jar
 	cd jars && ln -sf "$$(ls spark-avro_*.jar)" spark-avro.jar
+	cd jars && ln -sf "$$(ls delta-spark_*.jar)" delta-spark.jar
+	cd jars && ln -sf "$$(ls delta-storage-*.jar)" delta-storage.jar
 	touch $@
 
 # The metastore service's launcher (cdc_lakehouse.metastore): compiled against the Hive jars of

@@ -5,8 +5,8 @@
 #}
 {% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}
     {%- if raw_strategy in ('cdc_merge', 'cdc_history') -%}
-        {%- if file_format != 'iceberg' -%}
-            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg', got " ~ file_format) }}
+        {%- if file_format not in ('iceberg', 'delta') -%}
+            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg' or 'delta', got " ~ file_format) }}
         {%- endif -%}
         {{ return(raw_strategy) }}
     {%- endif -%}

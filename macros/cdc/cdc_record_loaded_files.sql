@@ -14,15 +14,15 @@
     {%- if run_query("show views like '" ~ view ~ "'").rows | length == 0 -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set snapshot = run_query("select snapshot_id from " ~ this ~ ".refs where name = 'main'").rows -%}
-    {%- if snapshot | length > 0 %}
+    {%- set version = cdc_table_version(this) -%}
+    {%- if version is not none %}
         {% call statement('cdc_record_loaded_files') %}
             create or replace table {{ cdc_loaded_files_relation(this) }}
-            using iceberg
+            using {{ cdc_table_format() }}
             as
             select
                 file,
-                cast({{ snapshot[0][0] }} as bigint) as snapshot_id
+                cast({{ version }} as bigint) as snapshot_id
             from {{ view }}
         {% endcall %}
     {%- endif %}

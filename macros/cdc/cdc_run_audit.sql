@@ -62,7 +62,7 @@
         newest_source_ts timestamp,
         lag_seconds bigint
     )
-    using iceberg
+    using {{ cdc_table_format() }}
 {% endmacro %}
 
 

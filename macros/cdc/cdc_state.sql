@@ -79,7 +79,7 @@
     {%- set tombstones = cdc_tombstones_relation(relation) -%}
     {% call statement('cdc_create_tombstones') %}
         create table if not exists {{ tombstones }}
-        using iceberg
+        using {{ cdc_table_format() }}
         as
         select
             {% for column in key_columns %}{{ adapter.quote(column) }}, {% endfor %}

@@ -1,8 +1,9 @@
 {#
-  Iceberg table maintenance as dbt operations, through Iceberg's Spark procedures
+  Table maintenance as dbt operations. Iceberg: through Iceberg's Spark procedures
   (`call <catalog>.system.<procedure>`; the embedded profile's Iceberg catalog is `spark_catalog`).
-  Every operation takes `tables` (a list of `schema.table` names) and otherwise acts on every
-  Iceberg table the project builds (models materialized as table or incremental, plus the
+  Delta (CDC_TABLE_FORMAT=delta): OPTIMIZE, REORG ... APPLY (PURGE) and VACUUM, the same jobs
+  under Delta's names (each macro says which). Every operation takes `tables` (a list of
+  `schema.table` names) and otherwise acts on every table the project builds (models materialized as table or incremental, plus the
   `<silver>__cdc_tombstones` tables beside silver models and the `<bronze>__cdc_loaded_files`
   tables beside bronze models):
 
@@ -15,7 +16,7 @@
   compaction racing a merge wastes the work of one of them).
 #}
 
-{#- `schema.table` names of the project's Iceberg tables that exist, or `tables` as given. -#}
+{#- `schema.table` names of the project's tables that exist, or `tables` as given. -#}
 {% macro cdc_maintenance_tables(tables=none) %}
     {%- if tables is not none -%}
         {{ return([tables] if tables is string else tables) }}
@@ -24,7 +25,7 @@
     {%- for node in graph.nodes.values() -%}
         {%- set materialized = node.config.get('materialized') -%}
         {%- if node.resource_type == 'model' and materialized in ('table', 'incremental')
-            and node.config.get('file_format') == 'iceberg' -%}
+            and node.config.get('file_format') in ('iceberg', 'delta') -%}
             {%- set names = [node.alias] -%}
             {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
                 {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
@@ -62,8 +63,24 @@
   into files of `target_file_size_mb` (default: the table's `write.target-file-size-bytes`,
   512 MiB); then rewrite the position-delete files still needed and drop the dangling ones. A
   merge-on-read table reads as fast as a freshly written one afterwards.
+  Delta: OPTIMIZE (bin-packing small files into files of `target_file_size_mb`, default Delta's
+  1 GiB), then REORG TABLE ... APPLY (PURGE), which rewrites the files that deletion vectors
+  (Delta's merge-on-read deletes) point at.
 #}
 {% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'delta' -%}
+        {%- if target_file_size_mb is not none -%}
+            {%- do run_query("set spark.databricks.delta.optimize.maxFileSize = " ~ (target_file_size_mb * 1048576) | int) -%}
+        {%- endif -%}
+        {%- for table in cdc_maintenance_tables(tables) -%}
+            {%- set result = run_query("optimize " ~ table) -%}
+            {%- set metrics = result.rows[0]['metrics'] if result.rows | length > 0 else none -%}
+            {{ log(table ~ ': optimize ' ~ (metrics | string if metrics is not none else 'done'), info=True) }}
+            {%- do run_query("reorg table " ~ table ~ " apply (purge)") -%}
+            {{ log(table ~ ': reorg apply (purge) done', info=True) }}
+        {%- endfor -%}
+        {{ return('') }}
+    {%- endif -%}
     {%- set options = ["'min-input-files', '2'", "'delete-file-threshold', '1'", "'remove-dangling-deletes', 'true'"] -%}
     {%- if target_file_size_mb is not none -%}
         {%- do options.append("'target-file-size-bytes', '" ~ (target_file_size_mb * 1048576) | int ~ "'") -%}
@@ -81,8 +98,15 @@
   Forget snapshots older than `older_than` (a timestamp string; default: Iceberg's, 5 days),
   keeping at least the last `retain_last`, and delete the files only they referenced. Time
   travel to an expired snapshot is no longer possible.
+  Delta: VACUUM, which deletes the files no version newer than `older_than` needs (default:
+  Delta's 7 days; `retain_last` has no Delta equivalent: the log keeps versions for the table's
+  `delta.logRetentionDuration`). See cdc_delta_vacuum.
 #}
 {% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'delta' -%}
+        {%- do cdc_delta_vacuum(tables, older_than, false) -%}
+        {{ return('') }}
+    {%- endif -%}
     {%- for table in cdc_maintenance_tables(tables) -%}
         {%- set args = ["table => '" ~ table ~ "'", "retain_last => " ~ retain_last] -%}
         {%- if older_than is not none -%}
@@ -98,8 +122,14 @@
   writes) and that are older than `older_than` (default: Iceberg's, 3 days; files younger than
   that may belong to a write in progress, and Iceberg refuses anything under 24 hours).
   `dry_run: true` only lists them.
+  Delta: VACUUM too (it removes unreferenced files, a failed write's included), `DRY RUN` when
+  `dry_run`.
 #}
 {% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'delta' -%}
+        {%- do cdc_delta_vacuum(tables, older_than, dry_run) -%}
+        {{ return('') }}
+    {%- endif -%}
     {%- for table in cdc_maintenance_tables(tables) -%}
         {%- set args = ["table => '" ~ table ~ "'", "dry_run => " ~ (dry_run | string | lower)] -%}
         {%- if older_than is not none -%}
@@ -107,5 +137,26 @@
         {%- endif -%}
         {%- set result = run_query("call " ~ catalog ~ ".system.remove_orphan_files(" ~ args | join(', ') ~ ")") -%}
         {{ log(table ~ ': ' ~ (result.rows | length) ~ ' orphan file(s) ' ~ ('found' if dry_run else 'removed'), info=True) }}
+    {%- endfor -%}
+{% endmacro %}
+
+
+{#
+  Delta's VACUUM of every table: files no longer referenced by a version younger than
+  `older_than` (default: the table's `delta.deletedFileRetentionDuration`, 7 days) are deleted,
+  or listed when `dry_run`. Delta refuses a retention under 7 days unless
+  spark.databricks.delta.retentionDurationCheck.enabled is false (a younger file may belong to
+  a write in progress, or to a reader's version): that check stays on here, so `older_than`
+  must be a week old or more unless the session turns it off.
+#}
+{% macro cdc_delta_vacuum(tables, older_than, dry_run) %}
+    {%- set retain = '' -%}
+    {%- if older_than is not none -%}
+        {%- set hours = run_query("select cast(ceil((unix_timestamp(current_timestamp()) - unix_timestamp(timestamp '" ~ older_than ~ "')) / 3600) as bigint)").rows[0][0] -%}
+        {%- set retain = ' retain ' ~ ([hours, 0] | max) ~ ' hours' -%}
+    {%- endif -%}
+    {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- set result = run_query("vacuum " ~ table ~ retain ~ (" dry run" if dry_run else "")) -%}
+        {{ log(table ~ ': vacuum' ~ retain ~ (': ' ~ (result.rows | length) ~ ' file(s) would be deleted' if dry_run else ' done'), info=True) }}
     {%- endfor -%}
 {% endmacro %}

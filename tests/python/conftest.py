@@ -74,6 +74,7 @@ LONG_FILES = {
     "test_oracle_faults.py": 855,
     "test_cluster_targets.py": 625,
     "test_pipeline_e2e.py": 580,
+    "test_table_formats.py": 500,
     "test_shared_metastore.py": 405,
     "test_benchmarks.py": 330,
     "test_oracle_ddl.py": 270,

@@ -173,11 +173,29 @@ def _dbt_options(lakehouse: Path, variables: Mapping[str, Any] | None) -> list[s
     return options
 
 
+# The table format every dbt process of these tests writes (CDC_TABLE_FORMAT: the profile's
+# catalog and dbt_project.yml's file_format); `use_table_format` switches it.
+_table_format = os.environ.get("CDC_TABLE_FORMAT", "iceberg")
+
+
+def use_table_format(table_format: str) -> str:
+    """Make the tests' dbt processes write `table_format` from now on; returns the previous one.
+    The warm dbt process's Spark session has one catalog, so a switch ends it (the next
+    lakehouse starts a new one) and the lakehouse it held may not be used again."""
+    global _table_format
+    previous = _table_format
+    if table_format != previous:
+        stop_dbt_worker()
+        _table_format = table_format
+    return previous
+
+
 def _worker_env(lakehouse: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DBT_PROFILES_DIR": str(REPO / "profiles"),
         "CDC_LAKEHOUSE_DIR": str(lakehouse),
+        "CDC_TABLE_FORMAT": _table_format,
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
     }
 

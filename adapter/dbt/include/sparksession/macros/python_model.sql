@@ -1,13 +1,14 @@
 {#
-  Python model write for the session adapter. Iceberg targets are written with the DataFrameWriterV2
-  (`createOrReplace`): the stock `saveAsTable(mode="overwrite")` fails every other run with
-  LOCATION_ALREADY_EXISTS behind SparkSessionCatalog. Other formats keep dbt-spark's behaviour.
+  Python model write for the session adapter. Iceberg and Delta targets are written with the
+  DataFrameWriterV2 (`createOrReplace`, one atomic commit in both): the stock
+  `saveAsTable(mode="overwrite")` fails every other run with LOCATION_ALREADY_EXISTS behind
+  Iceberg's SparkSessionCatalog. Other formats keep dbt-spark's behaviour.
 #}
 {% macro py_write_table(compiled_code, target_relation) %}
 {{ py_model_dataframe(compiled_code) }}
 
-{% if config.get('file_format', 'iceberg') == 'iceberg' -%}
-df.writeTo("{{ target_relation }}").using("iceberg").createOrReplace()
+{% if config.get('file_format', 'iceberg') in ('iceberg', 'delta') -%}
+df.writeTo("{{ target_relation }}").using("{{ config.get('file_format', 'iceberg') }}").createOrReplace()
 {%- else -%}
 df.write.mode("overwrite").format("{{ config.get('file_format') }}").option("overwriteSchema", "true").saveAsTable("{{ target_relation }}")
 {%- endif %}
