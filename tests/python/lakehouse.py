@@ -304,6 +304,17 @@ def record_lines(path: Path) -> list[str]:
     return data.decode("utf-8").splitlines()
 
 
+def first_and_last_files() -> list[Path]:
+    """Each sample topic's first and last landing file (by name: `<topic>+<partition>+<offset>`,
+    whatever the folders; Parquet's are by field): a first step whose later files then arrive
+    older than what silver holds (out of order across runs)."""
+    chosen = []
+    for topic in sorted((SAMPLE / "landing" / "topics").iterdir()):
+        files = sorted((f for f in topic.rglob("*") if f.is_file()), key=lambda f: f.name)
+        chosen += [files[0], files[-1]]
+    return chosen
+
+
 def copy_landing(destination: Path, files: Iterable[Path] | None = None) -> Path:
     """Copy the bundled sample landing zone (or some of its files) to `destination`."""
     source = SAMPLE / "landing"

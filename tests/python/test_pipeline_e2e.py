@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 from lakehouse import (
     REPO,
-    SAMPLE,
     SAMPLE_TABLES,
     SOURCE_EQUIVALENT_GOLD,
     canonical_lake_row,
@@ -28,6 +27,7 @@ from lakehouse import (
     copy_landing,
     diff_states,
     expected_state,
+    first_and_last_files,
     lake_state,
     read_export,
     run_dbt,
@@ -311,12 +311,7 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     landing = lakehouse / "landing"
     # Step 1 lands each topic's first and last file; the files between arrive in step 2, older
     # than what silver already holds (out of order across runs).
-    first_and_last = []
-    for topic in sorted((SAMPLE / "landing" / "topics").iterdir()):
-        # By name: `<topic>+<partition>+<offset>`, whatever the folders (Parquet's are by field)
-        files = sorted((f for f in topic.rglob("*") if f.is_file()), key=lambda f: f.name)
-        first_and_last += [files[0], files[-1]]
-    copy_landing(landing, first_and_last)
+    copy_landing(landing, first_and_last_files())
     # The data tests run on step 2's state and on the full refresh's.
     step1 = build(lakehouse, landing, "step1", data_tests=False)
     copy_landing(landing)

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from lakehouse import (
     REPO,
-    SAMPLE,
     SAMPLE_TABLES,
     SOURCE_EQUIVALENT_GOLD,
     canonical_lake_row,
     copy_landing,
     diff_states,
     expected_state,
+    first_and_last_files,
     lake_state,
     read_export,
     run_dbt,
@@ -65,11 +65,8 @@ def on_delta(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     try:
         lakehouse = tmp_path_factory.mktemp("delta")
         landing = lakehouse / "landing"
-        first_and_last = []
-        for topic in sorted((SAMPLE / "landing" / "topics").iterdir()):
-            files = sorted((f for f in topic.rglob("*") if f.is_file()), key=lambda f: f.name)
-            first_and_last += [files[0], files[-1]]
-        copy_landing(landing, first_and_last)
+        # each topic's first and last file, then the rest: late files across runs
+        copy_landing(landing, first_and_last_files())
         build(lakehouse, landing, "step1")
         copy_landing(landing)
         step2 = build(lakehouse, landing, "step2", data_tests=True)
