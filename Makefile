@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables
+.PHONY: run test install install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables peers peers-install
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
@@ -19,6 +19,7 @@ help:
 	@echo "make oracle  the PostgreSQL oracle tests alone (SEEDS=50 for the slow mode)"
 	@echo "make cluster local Spark standalone cluster for the cluster target (make cluster-stop)"
 	@echo "make s3-jars Hadoop's s3a jars (jars/s3/) for an s3a:// landing zone or warehouse"
+	@echo "make peers   the peer comparison (Hudi, Spark AUTO CDC) on the sample (PUBLISH=1: to docs/)"
 	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
 
 ## Environment -------------------------------------------------------------------------------
@@ -89,12 +90,29 @@ jars/s3/.installed: jvm/s3/pom.xml
 
 s3-jars: jars/s3/.installed
 
+# The peer comparison's engines (benchmarks/peers, docs/peers.md), pinned and apart from the
+# project's: Hudi's Spark bundle; AUTO CDC target jars for pyspark 4.2 in .venv-peers.
+jars/peers/.installed: jvm/peers/hudi/pom.xml jvm/peers/spark4/pom.xml
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	rm -rf jars/peers
+	mvn -q -B -f jvm/peers/hudi/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/peers/hudi
+	mvn -q -B -f jvm/peers/spark4/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/jars/peers/spark4
+	touch $@
+
+.venv-peers/.installed: benchmarks/peers/requirements-spark4.txt
+	test -x .venv-peers/bin/python || $(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/pip install --quiet --upgrade pip
+	.venv-peers/bin/pip install --quiet -r $<
+	touch $@
+
+peers-install: jars/peers/.installed .venv-peers/.installed
+
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $@
 
 install: $(VENV)/.installed-run jars/.installed system-java
-install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed system-deps
+install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed peers-install system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).
@@ -149,6 +167,11 @@ test-fast: install-dev lint
 		tests/python/test_parquet_landing.py tests/python/test_jdbc_query.py
 
 ## Other -------------------------------------------------------------------------------------
+# The peers on the sample, case by case against PostgreSQL's final state (docs/peers.md; about
+# 15 minutes); PUBLISH=1 rewrites docs/peers.md's results and docs/peers/.
+peers: install-dev peers-install
+	python -m benchmarks.peers $(if $(PUBLISH),--publish)
+
 docs: install
 	dbt docs generate
 	dbt docs serve --host 127.0.0.1 --port 8080 --no-browser

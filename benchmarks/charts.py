@@ -10,6 +10,7 @@ ENGINES = {
     "duckdb": ("DuckDB", "#ff7f0e"),
     "spark-naive": ("naive Spark rebuild", "#7f7f7f"),
     "spark-merge": ("hand-written Spark MERGE", "#2ca02c"),
+    "hudi": ("Hudi upsert (Debezium payload)", "#d62728"),
 }
 
 
@@ -61,15 +62,17 @@ def incremental(results: dict[str, Any], path: Path) -> None:
     if not tables:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    groups, pipeline, merge = [], [], []
+    groups, pipeline, merge, hudi = [], [], [], []
     for table in tables:
         for batch in table["batches"]:
             groups.append(f"{_label(batch['events'])} into\n{_label(table['rows'])} rows")
             pipeline.append(batch["pipeline"]["wall_seconds"])
             merge.append(batch.get("spark_merge", {}).get("wall_seconds", 0))
+            hudi.append(batch.get("hudi", {}).get("wall_seconds", 0))
     xs = range(len(groups))
-    left.bar([x - 0.2 for x in xs], pipeline, 0.4, label=ENGINES["pipeline"][0], color="#1f77b4")
-    left.bar([x + 0.2 for x in xs], merge, 0.4, label=ENGINES["spark-merge"][0], color="#2ca02c")
+    left.bar([x - 0.27 for x in xs], pipeline, 0.27, label=ENGINES["pipeline"][0], color="#1f77b4")
+    left.bar(list(xs), merge, 0.27, label=ENGINES["spark-merge"][0], color="#2ca02c")
+    left.bar([x + 0.27 for x in xs], hudi, 0.27, label=ENGINES["hudi"][0], color="#d62728")
     left.set_xticks(list(xs), groups, fontsize=8)
     left.set_ylabel("wall seconds (whole process)")
     left.set_title("Incremental batch into silver")

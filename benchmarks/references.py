@@ -5,6 +5,10 @@
   history, `create or replace` an Iceberg table.
 - `spark-merge`: a hand-written PySpark job without dbt: decode only the files not seen before,
   keep the newest event per key, `MERGE INTO` an Iceberg table.
+- `hudi`: Apache Hudi's Spark writer as HoodieStreamer's PostgresDebeziumSource sets it up
+  (benchmarks.peers.hudi): decode only the files not seen before, flatten, upsert into a
+  copy-on-write Hudi table with `PostgresDebeziumAvroPayload` ordered by LSN (its own session:
+  the Hudi bundle, not the profile's Iceberg catalog).
 
 They are deliberately simpler than the pipeline (no unchanged-TOAST carry-over, no tombstones
 for late events, no rejects, no line numbers), which is right for the benchmark's data: each
@@ -14,6 +18,7 @@ time is reported. Each command runs in its own process and prints one JSON line:
     python -m benchmarks.references duckdb --landing L --db D.duckdb
     python -m benchmarks.references spark-naive --landing L --lakehouse H
     python -m benchmarks.references spark-merge --landing L --lakehouse H [--init-from-silver]
+    python -m benchmarks.references hudi --landing L --lakehouse H
     python -m benchmarks.references checksum --lakehouse H          # the pipeline's silver
     python -m benchmarks.references read --lakehouse H              # silver read + file counts
 """
@@ -329,6 +334,41 @@ def run_spark_merge(landing: Path, lakehouse: Path, init_from_silver: bool) -> d
     }
 
 
+def run_hudi(landing: Path, lakehouse: Path) -> dict[str, Any]:
+    """Apply the landing files not applied before to a Hudi table (`<lakehouse>/hudi_items`)."""
+    from benchmarks.peers import hudi
+
+    data = Dataset.load(landing)
+    path = Path(lakehouse) / "hudi_items"
+    state = Path(lakehouse) / "reference_hudi_files.json"
+    started = time.monotonic()
+    spark = hudi.session()
+    ready = time.monotonic()
+    done = set(json.loads(state.read_text())) if state.exists() else set()
+    files = [f for f in landing_files(landing, data.topic) if f.rsplit("/", 1)[-1] not in done]
+    if files:
+        names = ", ".join(
+            f"cast(`{n}` as timestamp) as `{n}`" if kind == "timestamp" else f"`{n}`"
+            for n, kind in data.columns
+        )  # Hudi 0.15 has no timestamp_ntz
+        decoded_events(spark, files, data).createOrReplaceTempView("batch_events")
+        rows = spark.sql(
+            f"select {names}, op as _change_operation_type, _lsn as _event_lsn from batch_events"
+        )
+        options = hudi.options("items", [KEY])
+        rows.write.format("hudi").options(**options).mode("append").save(str(path))
+    seconds = time.monotonic() - ready
+    state.write_text(json.dumps(sorted(done | {f.rsplit("/", 1)[-1] for f in files})))
+    spark.read.format("hudi").load(str(path)).createOrReplaceTempView("hudi_items")
+    return {
+        "engine": "hudi",
+        "files": len(files),
+        "session_seconds": round(ready - started, 2),
+        "seconds": round(seconds, 2),
+        "checksum": _spark_checksum(spark, "hudi_items", "_event_lsn", data),
+    }
+
+
 def run_checksum(landing: Path) -> dict[str, Any]:
     from benchmarks.spark import session
 
@@ -375,7 +415,7 @@ def run_read(landing: Path, repeat: int) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.references", description=__doc__)
     parser.add_argument(
-        "engine", choices=["duckdb", "spark-naive", "spark-merge", "checksum", "read"]
+        "engine", choices=["duckdb", "spark-naive", "spark-merge", "hudi", "checksum", "read"]
     )
     parser.add_argument("--landing", type=Path, required=True, help="a generated dataset")
     parser.add_argument("--lakehouse", type=Path, help="CDC_LAKEHOUSE_DIR of the pipeline")
@@ -392,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_spark_naive(landing)
     elif args.engine == "spark-merge":
         result = run_spark_merge(landing, args.lakehouse, args.init_from_silver)
+    elif args.engine == "hudi":
+        result = run_hudi(landing, args.lakehouse)
     elif args.engine == "checksum":
         result = run_checksum(landing)
     else:

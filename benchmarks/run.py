@@ -79,7 +79,7 @@ SCALES = {
 # event: the incremental batches land into the silver tables the loads built.
 KEYS_PER_EVENT = 0.8
 SCENARIOS = ("initial", "incremental", "noop", "maintenance", "capture")
-REFERENCES = ("duckdb", "spark-naive", "spark-merge")
+REFERENCES = ("duckdb", "spark-naive", "spark-merge", "hudi")
 
 
 def label(n: int) -> str:
@@ -329,6 +329,9 @@ def scenario_incremental(suite: Suite) -> list[dict[str, Any]]:
                 "expected_rows": generate.live_rows(landing),
                 "pipeline": suite.dbt(["run"], lakehouse, landing, batch_events),
             }
+            if "hudi" in initial["references"] and "hudi" in suite.references:
+                say(f"incremental {name}: {label(batch_events)} batch, Hudi upsert")
+                batch["hudi"] = suite.reference("hudi", landing, lakehouse)
             if merge:
                 say(f"incremental {name}: {label(batch_events)} batch, hand-written MERGE")
                 ref = suite.reference("spark-merge", landing, lakehouse)
@@ -338,6 +341,10 @@ def scenario_incremental(suite: Suite) -> list[dict[str, Any]]:
             else:
                 checksum = suite.reference("checksum", landing, lakehouse)["silver_checksum"]
                 batch["pipeline"]["checksum"] = checksum
+            if "hudi" in batch:
+                batch["hudi"]["matches_pipeline"] = _matches(
+                    batch["pipeline"]["checksum"], batch["hudi"]
+                )
             table["batches"].append(batch)
             suite.results["scenarios"]["incremental"] = [*tables, table]
             suite.save()
@@ -538,7 +545,10 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         checks += [ref["matches_pipeline"] for ref in row["references"].values()]
     for table in tables:
         checks += [
-            b["spark_merge"]["matches_pipeline"] for b in table["batches"] if "spark_merge" in b
+            b[ref]["matches_pipeline"]
+            for b in table["batches"]
+            for ref in ("spark_merge", "hudi")
+            if ref in b
         ]
         if "naive_rebuild" in table:
             checks.append(table["naive_rebuild"]["matches_pipeline"])
@@ -621,8 +631,9 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "Incremental batches (wall seconds of `dbt run`; silver model time in brackets):",
             "",
-            "| table | batch | pipeline (dbt) | hand-written MERGE | full build | naive rebuild |",
-            "|---|---|---|---|---|---|",
+            "| table | batch | pipeline (dbt) | hand-written MERGE | Hudi upsert | full build "
+            "| naive rebuild |",
+            "|---|---|---|---|---|---|---|",
         ]
         for table in scenarios["incremental"]:
             naive = table.get("naive_rebuild", {}).get("wall_seconds")
@@ -630,10 +641,14 @@ def markdown(results: dict[str, Any]) -> str:
                 p = b["pipeline"]
                 silver = p["models"].get("items", 0)
                 merge = b.get("spark_merge", {}).get("wall_seconds")
+                hudi = b.get("hudi", {})
+                hudi_cell = f"{hudi['wall_seconds']:.1f}" if hudi else "-"
+                if hudi and not hudi.get("matches_pipeline"):
+                    hudi_cell += " (differs)"
                 lines.append(
                     f"| {label(table['rows'])} rows | {label(b['events'])} | "
                     f"{p['wall_seconds']:.1f} ({silver:.1f}) | "
-                    f"{f'{merge:.1f}' if merge else '-'} | "
+                    f"{f'{merge:.1f}' if merge else '-'} | {hudi_cell} | "
                     f"{table['full_build']['wall_seconds']:.1f} | "
                     f"{f'{naive:.1f}' if naive else '-'} |"
                 )
@@ -643,7 +658,7 @@ def markdown(results: dict[str, Any]) -> str:
                     f"| {label(table['rows'])} rows | {label(w['batch'])}, long-lived driver | "
                     f"{w['warm_seconds']:.1f} (runs: "
                     + ", ".join(f"{x:.1f}" for x in w["seconds"])
-                    + f") | - | {table['full_build']['wall_seconds']:.1f} | "
+                    + f") | - | - | {table['full_build']['wall_seconds']:.1f} | "
                     f"{f'{naive:.1f}' if naive else '-'} |"
                 )
     noop = scenarios.get("noop")

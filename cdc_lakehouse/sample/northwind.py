@@ -344,6 +344,18 @@ def canonical_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
     return {c.name: canonical_value(c.pg_type, row.get(c.name)) for c in table.columns}
 
 
+def canonical_lake_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read back from the lake (a silver export, a peer's table) in canonical form, source
+    columns only: as canonical_row, with arrays also accepted as JSON text (the exports' form)."""
+    out = {}
+    for column in table.columns:
+        value = row.get(column.name)
+        if value is not None and column.pg_type.endswith("[]") and isinstance(value, str):
+            value = json.loads(value)
+        out[column.name] = canonical_value(column.pg_type, value)
+    return out
+
+
 def _canonical_numeric(pg_type: str, value: Any) -> str:
     number = Decimal(repr(value) if isinstance(value, float) else str(value))
     if "," in pg_type:  # numeric(p,s): exactly s decimals, rounded as PostgreSQL rounds

@@ -80,6 +80,7 @@ LONG_FILES = {
     "test_oracle_ddl.py": 270,
     "test_schema_changes.py": 255,
     "test_debezium_samples_e2e.py": 155,
+    "test_peers.py": 200,
     "test_docs_site.py": 100,
 }
 

@@ -345,15 +345,8 @@ def column_types(export_dir: Path, relation: str) -> dict[str, str]:
     }
 
 
-def canonical_lake_row(table: northwind.Table, row: Mapping[str, Any]) -> dict[str, Any]:
-    """A silver row in the canonical form of `sample/expected/*.jsonl` (source columns only)."""
-    out = {}
-    for column in table.columns:
-        value = row.get(column.name)
-        if value is not None and column.pg_type.endswith("[]") and isinstance(value, str):
-            value = json.loads(value)
-        out[column.name] = northwind.canonical_value(column.pg_type, value)
-    return out
+# A silver row in the canonical form of `sample/expected/*.jsonl` (source columns only).
+canonical_lake_row = northwind.canonical_lake_row
 
 
 def expected_state(table: northwind.Table, sample: Path = SAMPLE) -> dict[tuple, dict]:
