@@ -74,13 +74,13 @@ LONG_FILES = {
     "test_oracle_faults.py": 855,
     "test_cluster_targets.py": 625,
     "test_pipeline_e2e.py": 580,
-    "test_table_formats.py": 860,
+    "test_table_formats.py": 1000,
     "test_shared_metastore.py": 405,
     "test_benchmarks.py": 330,
     "test_oracle_ddl.py": 270,
     "test_schema_changes.py": 255,
     "test_debezium_samples_e2e.py": 155,
-    "test_peers.py": 200,
+    "test_peers.py": 350,
     "test_docs_site.py": 100,
 }
 

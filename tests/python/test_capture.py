@@ -474,7 +474,11 @@ def test_capture_uploads_its_landing_files_to_object_storage(
         assert "uploaded 1 file(s) the store lacked" in said, said
         out = tmp_path / "landing"
         local = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-        assert len(local) == 2  # the snapshot's file, the changes' file
+        # the snapshot's file, then the changes' file(s): the engine may hand the streamed changes
+        # over in more than one batch, and the sink rotates its file at the end of each batch
+        # (3 files once in a clean-clone CI run under load)
+        assert len(local) >= 2, local
+        assert local[0].endswith("+0000000000.json"), local
         remote = Uploader(out, "s3://lake/landing", endpoint=store.endpoint)
         assert sorted(remote.remote_files()) == [f"lake/landing/{p}" for p in local]
         for path in local:
