@@ -347,14 +347,8 @@ def run_hudi(landing: Path, lakehouse: Path) -> dict[str, Any]:
     done = set(json.loads(state.read_text())) if state.exists() else set()
     files = [f for f in landing_files(landing, data.topic) if f.rsplit("/", 1)[-1] not in done]
     if files:
-        names = ", ".join(
-            f"cast(`{n}` as timestamp) as `{n}`" if kind == "timestamp" else f"`{n}`"
-            for n, kind in data.columns
-        )  # Hudi 0.15 has no timestamp_ntz
-        decoded_events(spark, files, data).createOrReplaceTempView("batch_events")
-        rows = spark.sql(
-            f"select {names}, op as _change_operation_type, _lsn as _event_lsn from batch_events"
-        )
+        events = decoded_events(spark, files, data).withColumnRenamed("op", "_op")
+        rows = hudi.debezium_rows(events, [name for name, _ in data.columns])
         options = hudi.options("items", [KEY])
         rows.write.format("hudi").options(**options).mode("append").save(str(path))
     seconds = time.monotonic() - ready

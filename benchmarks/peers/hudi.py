@@ -66,6 +66,28 @@ def options(table: str, key: list[str]) -> dict[str, str]:
     }
 
 
+def debezium_rows(events: Any, columns: list[str], extra: Sequence[str] = ()) -> Any:
+    """Change events (the row image, `_op`, `_lsn`) in the shape PostgresDebeziumSource hands the
+    writer: the columns, `_change_operation_type`, `_event_lsn` (and `extra` columns as they are).
+    Hudi 0.15's Avro conversion has no timestamp_ntz ("Unexpected type TimestampNTZType"): those
+    columns go in as timestamps (the sessions run in UTC: the same wall-clock values)."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType.typeName() for f in events.schema.fields}
+    image = [
+        F.col(f"`{c}`").cast("timestamp").alias(c)
+        if types[c] == "timestamp_ntz"
+        else F.col(f"`{c}`")
+        for c in columns
+    ]
+    return events.select(
+        *image,
+        F.col("_op").alias("_change_operation_type"),
+        F.col("_lsn").alias("_event_lsn"),
+        *[F.col(c) for c in extra],
+    )
+
+
 def first_line(error: BaseException) -> str:
     """The root cause of a Java error: its last `Caused by:` line, else its first line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -81,19 +103,7 @@ def apply_delivery(
     path = out / "hudi" / delivery / table
     shutil.rmtree(path, ignore_errors=True)
     events = spark.read.parquet(str(out / "events" / table))
-    ntz = {f.name for f in events.schema.fields if f.dataType.typeName() == "timestamp_ntz"}
-    # Hudi 0.15's Avro conversion has no timestamp_ntz ("Unexpected type TimestampNTZType"):
-    # those columns go in as timestamps (the session is in UTC: same wall-clock value).
-    image = [
-        F.col(f"`{c}`").cast("timestamp").alias(c) if c in ntz else F.col(f"`{c}`")
-        for c in meta["columns"]
-    ]
-    flattened = events.select(
-        *image,
-        F.col("_op").alias("_change_operation_type"),
-        F.col("_lsn").alias("_event_lsn"),
-        F.col("_file"),
-    )
+    flattened = debezium_rows(events, meta["columns"], extra=["_file"])
     columns = [F.col(f"`{c}`") for c in meta["columns"]]
     opts = options(table, meta["key"])
     seconds, errors = [], []
