@@ -39,6 +39,7 @@ jars/.installed: jvm/pom.xml
 	cd jars && ln -sf "$$(ls spark-avro_*.jar)" spark-avro.jar
 	cd jars && ln -sf "$$(ls delta-spark_*.jar)" delta-spark.jar
 	cd jars && ln -sf "$$(ls delta-storage-*.jar)" delta-storage.jar
+	cd jars && ln -sf "$$(ls hudi-spark3.5-bundle_*.jar)" hudi-spark-bundle.jar
 	touch $@
 
 # The metastore service's launcher (cdc_lakehouse.metastore): compiled against the Hive jars of

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from cdc_lakehouse.decode import backfills, decode_changes, quote_identifier
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
@@ -31,15 +33,19 @@ LEDGER_SUFFIX = "__cdc_loaded_files"
 
 def session_table_format(session: SparkSession) -> str:
     """The format of the tables the session's catalog holds: the profile sets Delta's catalog
-    when CDC_TABLE_FORMAT=delta, Iceberg's otherwise. (A Python model's `dbt.config.get` sees
-    only the keys its own file names, so the model's `file_format` is not readable here.)"""
-    catalog = session.conf.get("spark.sql.catalog.spark_catalog", "")
-    return "delta" if "delta" in catalog.lower() else "iceberg"
+    when CDC_TABLE_FORMAT=delta, Hudi's when hudi, Iceberg's otherwise. (A Python model's
+    `dbt.config.get` sees only the keys its own file names, so the model's `file_format` is
+    not readable here.)"""
+    catalog = session.conf.get("spark.sql.catalog.spark_catalog", "").lower()
+    return next((f for f in ("delta", "hudi") if f in catalog), "iceberg")
 
 
 def current_version(session: SparkSession, relation: str, table_format: str) -> int | None:
     """The table's version (macro cdc_table_version): Iceberg's snapshot id of `main`, Delta's
-    newest log version."""
+    newest log version, Hudi's newest completed instant."""
+    if table_format == "hudi":
+        rows = session.sql(f"call show_commits(table => '{relation}', limit => 1)").collect()
+        return int(rows[0]["commit_time"]) if rows else None
     if table_format == "delta":
         rows = session.sql(f"describe history {relation} limit 1").select("version").collect()
     else:
@@ -174,7 +180,23 @@ def flatten_model(
     decoded = decode_changes(
         read_landing_lines(session, files + snapshot_files), spec, loaded_at=loaded_at
     )
-    if not snapshots and not loaded:
-        return decoded
-    history = session.table(str(dbt.this)) if dbt.is_incremental else None
-    return with_snapshot_deletes(decoded, snapshots, spec, history, loaded_at, loaded)
+    if snapshots or loaded:
+        history = session.table(str(dbt.this)) if dbt.is_incremental else None
+        decoded = with_snapshot_deletes(decoded, snapshots, spec, history, loaded_at, loaded)
+    return for_table_format(decoded, session_table_format(session))
+
+
+def for_table_format(frame: DataFrame, table_format: str) -> DataFrame:
+    """Hudi (1.0.2, the newest bundle for Spark 3.5) has no `timestamp_ntz`: its Avro schema
+    conversion fails with "Unexpected type TimestampNTZType" (apache/hudi#17917 and the 1.1 line
+    add it). On Hudi a local date-time (PostgreSQL `timestamp`) is stored as a `timestamp` of
+    the same wall-clock time in UTC, the session time zone of every profile."""
+    if table_format != "hudi":
+        return frame
+    columns = [
+        F.col(f"`{field.name}`").cast(TimestampType()).alias(field.name)
+        if isinstance(field.dataType, TimestampNTZType)
+        else F.col(f"`{field.name}`")
+        for field in frame.schema.fields
+    ]
+    return frame.select(*columns)

@@ -45,8 +45,7 @@
 
 {#- Tombstones of the whole change log: the newest delete (hard mode) of each key, and truncates. -#}
 {% macro cdc_rebuild_tombstones_sql(relation, changes, keys) %}
-    create or replace table {{ cdc_tombstones_relation(relation) }}
-    using {{ cdc_table_format() }}
+    {{ cdc_create_or_replace_table(cdc_tombstones_relation(relation)) }}
     as
     select
         {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}

@@ -11,7 +11,8 @@
     {%- set keys = [unique_key] if unique_key is string else unique_key -%}
     {%- set mode = delete_mode or var('cdc_delete_mode', 'hard') -%}
     {%- set ignored = [ignore_columns] if ignore_columns is string else ignore_columns -%}
-    {{ config(unique_key=keys, cdc_delete_mode=mode, cdc_history_ignore_columns=ignored) }}
+    {#- A version is a key and the sequence that opened it (Hudi's record key; see adapter hudi.sql). -#}
+    {{ config(unique_key=keys, cdc_delete_mode=mode, cdc_history_ignore_columns=ignored, hudi_record_key=keys + ['_cdc_valid_from_seq']) }}
     {%- if execute and model.resource_type == 'model' and config.get('incremental_strategy') != 'cdc_history' -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": a cdc_history model needs incremental_strategy 'cdc_history'") }}
     {%- endif -%}

@@ -34,7 +34,9 @@
 
 {#- Versions that differ from the stored ones, and the stored versions of the recomputed keys
     that no longer exist (a late event merged two intervals or split one): deletes. A key once
-    with versions keeps some (events only accumulate), so the batch names every recomputed key. -#}
+    with versions keeps some (events only accumulate), so the batch names every recomputed key.
+    A delete carries the stored row (not nulls): Hudi's MERGE builds the incoming record in the
+    table's schema before it applies the clause, and fails on a null in a non-nullable column. -#}
 {%- set key_list = cdc_column_list(keys) -%}
 {%- set effective -%}
     select
@@ -55,7 +57,7 @@
     union all
     select
         {%- for column in columns %}
-        {{ "stored." ~ q(column) if column in keys + ['_cdc_valid_from_seq'] else "null" }} as {{ q(column) }},
+        stored.{{ q(column) }},
         {%- endfor %}
         'delete' as _cdc_action
     from {{ target }} as stored
@@ -64,13 +66,41 @@
 {%- endset -%}
 {%- set n_changes = run_query("select count(*) from (" ~ effective ~ ") as effective").rows[0][0] -%}
 
+{#- Hudi (1.0.2) keeps the rows of a MERGE's `when matched ... then delete` when it comes
+    before the update clause (see cdc_merge_strategy.sql): there the stored versions the batch
+    no longer has are removed by a DELETE first, and the MERGE only updates and inserts. -#}
+{%- set hudi = cdc_table_format() == 'hudi' -%}
+{%- if n_changes > 0 and hudi %}
+{% call statement('cdc_history_delete') %}
+    delete from {{ target }} as target
+    where
+        exists (
+            select 1 from {{ batch }} as batch
+            where
+                {%- for column in keys %}
+                batch.{{ q(column) }} = target.{{ q(column) }}{{ " and" if not loop.last }}
+                {%- endfor %}
+        )
+        and not exists (
+            select 1 from {{ batch }} as batch
+            where
+                {%- for column in keys + ['_cdc_valid_from_seq'] %}
+                batch.{{ q(column) }} = target.{{ q(column) }}{{ " and" if not loop.last }}
+                {%- endfor %}
+        )
+{% endcall %}
+{%- endif %}
 {%- if n_changes > 0 %}
 {% call statement('cdc_history_merge') %}
     merge into {{ target }} as target
     using ({{ effective }}) as batch
         on {{ version_match | join(' and ') }}
+    {%- if hudi %}
+    when matched and batch._cdc_action = 'upsert' then update set
+    {%- else %}
     when matched and batch._cdc_action = 'delete' then delete
     when matched then update set
+    {%- endif %}
         {%- for column in columns %}
         target.{{ q(column) }} = batch.{{ q(column) }}{{ "," if not loop.last }}
         {%- endfor %}

@@ -5,8 +5,8 @@
 #}
 {% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}
     {%- if raw_strategy in ('cdc_merge', 'cdc_history') -%}
-        {%- if file_format not in ('iceberg', 'delta') -%}
-            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg' or 'delta', got " ~ file_format) }}
+        {%- if file_format not in ('iceberg', 'delta', 'hudi') -%}
+            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg', 'delta' or 'hudi', got " ~ file_format) }}
         {%- endif -%}
         {{ return(raw_strategy) }}
     {%- endif -%}
@@ -60,6 +60,24 @@
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
     are rebuilt from the log. -#}
 {%- if kind == 'replace' %}
+    {%- set hudi = cdc_table_format() == 'hudi' -%}
+    {%- if hudi %}
+    {#- Hudi 1.0 accepts `when not matched by source then delete` and ignores it: no row is
+        deleted (seen with hudi-spark3.5-bundle 1.0.2). The keys silver holds and the result
+        lacks are deleted first, in a commit of their own (the replace is two commits on Hudi);
+        a MERGE whose source reads silver itself fails there (the self-join's key attributes
+        are taken for the target's). -#}
+    {% call statement('cdc_replace_deletes') %}
+        delete from {{ target }} as target
+        where not exists (
+            select 1 from {{ batch }} as batch
+            where
+                {%- for column in keys %}
+                batch.{{ adapter.quote(column) }} = target.{{ adapter.quote(column) }}{{ " and" if not loop.last }}
+                {%- endfor %}
+        )
+    {% endcall %}
+    {%- endif %}
     {% call statement('cdc_replace') %}
         merge into {{ target }} as target
         using {{ batch }} as batch
@@ -77,7 +95,9 @@
             batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
             {%- endfor %}
         )
+        {%- if not hudi %}
         when not matched by source then delete
+        {%- endif %}
     {% endcall %}
     {% call statement('cdc_rebuild_tombstones') %}
         {{ cdc_rebuild_tombstones_sql(target, cdc_upstream_change_log(), keys) }}
@@ -105,15 +125,34 @@
 {#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
 {%- set run = {'kind': 'incremental', 'inserted': counts['inserted'], 'updated': counts['updated'], 'deleted': counts['deleted']} -%}
 
-{%- if counts['to_merge'] > 0 %}
+{#- Hudi (1.0.2) applies a MERGE's `when matched ... then delete` only after an update clause:
+    alone, or before the update, the matched rows are silently kept (seen here; the update-first
+    order worked, but no documented rule says so). On Hudi the deletes are a DELETE statement
+    of their own, the MERGE only updates. -#}
+{%- set hudi = cdc_table_format() == 'hudi' -%}
+{%- if hudi and not soft and counts['deletes'] > 0 %}
+{% call statement('cdc_delete') %}
+    delete from {{ target }} as target
+    where exists (
+        select 1 from {{ batch }} as batch
+        where
+            batch._cdc_action = 'delete'
+            and batch._cdc_target_exists
+            {%- for column in keys %}
+            and batch.{{ adapter.quote(column) }} = target.{{ adapter.quote(column) }}
+            {%- endfor %}
+    )
+{% endcall %}
+{%- endif %}
+{%- if (counts['updated'] if hudi and not soft else counts['to_merge']) > 0 %}
 {% call statement('cdc_merge') %}
     merge into {{ target }} as target
     using (
         select * from {{ batch }}
-        where _cdc_action in ('upsert', 'delete') and _cdc_target_exists
+        where _cdc_action in {{ "('upsert')" if hudi and not soft else "('upsert', 'delete')" }} and _cdc_target_exists
     ) as batch
         on {{ key_match | join(' and ') }}
-    {%- if not soft %}
+    {%- if not soft and not hudi %}
     when matched and batch._cdc_action = 'delete' then delete
     {%- endif %}
     when matched then update set

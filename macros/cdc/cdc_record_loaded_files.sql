@@ -17,8 +17,7 @@
     {%- set version = cdc_table_version(this) -%}
     {%- if version is not none %}
         {% call statement('cdc_record_loaded_files') %}
-            create or replace table {{ cdc_loaded_files_relation(this) }}
-            using {{ cdc_table_format() }}
+            {{ cdc_create_or_replace_table(cdc_loaded_files_relation(this)) }}
             as
             select
                 file,

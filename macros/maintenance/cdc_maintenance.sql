@@ -2,7 +2,8 @@
   Table maintenance as dbt operations. Iceberg: through Iceberg's Spark procedures
   (`call <catalog>.system.<procedure>`; the embedded profile's Iceberg catalog is `spark_catalog`).
   Delta (CDC_TABLE_FORMAT=delta): OPTIMIZE, REORG ... APPLY (PURGE) and VACUUM, the same jobs
-  under Delta's names (each macro says which). Every operation takes `tables` (a list of
+  under Delta's names (each macro says which). Hudi (CDC_TABLE_FORMAT=hudi): its clustering and
+  cleaning procedures (`call run_clustering`, `call run_clean`). Every operation takes `tables` (a list of
   `schema.table` names) and otherwise acts on every table the project builds (models materialized as table or incremental, plus the
   `<silver>__cdc_tombstones` tables beside silver models and the `<bronze>__cdc_loaded_files`
   tables beside bronze models):
@@ -25,7 +26,7 @@
     {%- for node in graph.nodes.values() -%}
         {%- set materialized = node.config.get('materialized') -%}
         {%- if node.resource_type == 'model' and materialized in ('table', 'incremental')
-            and node.config.get('file_format') in ('iceberg', 'delta') -%}
+            and node.config.get('file_format') in ('iceberg', 'delta', 'hudi') -%}
             {%- set names = [node.alias] -%}
             {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
                 {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
@@ -68,6 +69,18 @@
   (Delta's merge-on-read deletes) point at.
 #}
 {% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'hudi' -%}
+        {#- Hudi: clustering bin-packs the small files of every file group into files of
+            `target_file_size_mb` (default Hudi's 1 GiB). The project's Hudi tables are
+            copy-on-write: no delete files or logs to fold in. -#}
+        {%- set options = ["hoodie.clustering.plan.strategy.small.file.limit=" ~ ((target_file_size_mb or 1024) * 1048576) | int,
+                           "hoodie.clustering.plan.strategy.target.file.max.bytes=" ~ ((target_file_size_mb or 1024) * 1048576) | int] -%}
+        {%- for table in cdc_maintenance_tables(tables) -%}
+            {%- set result = run_query("call run_clustering(table => '" ~ table ~ "', options => '" ~ options | join(',') ~ "')") -%}
+            {{ log(table ~ ': clustering ' ~ (result.rows | length) ~ ' plan(s) run', info=True) }}
+        {%- endfor -%}
+        {{ return('') }}
+    {%- endif -%}
     {%- if cdc_table_format() == 'delta' -%}
         {%- if target_file_size_mb is not none -%}
             {%- do run_query("set spark.databricks.delta.optimize.maxFileSize = " ~ (target_file_size_mb * 1048576) | int) -%}
@@ -103,6 +116,21 @@
   `delta.logRetentionDuration`). See cdc_delta_vacuum.
 #}
 {% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'hudi' -%}
+        {#- Hudi: the cleaner deletes the file versions that no retained commit reads: those
+            older than `older_than` (KEEP_LATEST_BY_HOURS), else all but the last
+            `retain_last` commits' (KEEP_LATEST_COMMITS). -#}
+        {%- if older_than is not none -%}
+            {%- set hours = run_query("select cast(ceil((unix_timestamp(current_timestamp()) - unix_timestamp(timestamp '" ~ older_than ~ "')) / 3600) as bigint)").rows[0][0] -%}
+            {%- set args = "clean_policy => 'KEEP_LATEST_BY_HOURS', hours_retained => " ~ ([hours, 1] | max) -%}
+        {%- else -%}
+            {%- set args = "clean_policy => 'KEEP_LATEST_COMMITS', retain_commits => " ~ ([retain_last, 1] | max) -%}
+        {%- endif -%}
+        {%- for table in cdc_maintenance_tables(tables) -%}
+            {%- do cdc_call_procedure(table, "call run_clean(table => '" ~ table ~ "', " ~ args ~ ")") -%}
+        {%- endfor -%}
+        {{ return('') }}
+    {%- endif -%}
     {%- if cdc_table_format() == 'delta' -%}
         {%- do cdc_delta_vacuum(tables, older_than, false) -%}
         {{ return('') }}
@@ -126,6 +154,11 @@
   `dry_run`.
 #}
 {% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog') %}
+    {%- if cdc_table_format() == 'hudi' -%}
+        {{ exceptions.raise_compiler_error("cdc_remove_orphan_files: Hudi has no such procedure, and needs none: "
+            ~ "a failed write's files are rolled back by Hudi on the next write to the table, and "
+            ~ "superseded files are removed by its cleaner (dbt run-operation cdc_expire_snapshots)") }}
+    {%- endif -%}
     {%- if cdc_table_format() == 'delta' -%}
         {%- do cdc_delta_vacuum(tables, older_than, dry_run) -%}
         {{ return('') }}

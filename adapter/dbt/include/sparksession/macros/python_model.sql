@@ -2,12 +2,17 @@
   Python model write for the session adapter. Iceberg and Delta targets are written with the
   DataFrameWriterV2 (`createOrReplace`, one atomic commit in both): the stock
   `saveAsTable(mode="overwrite")` fails every other run with LOCATION_ALREADY_EXISTS behind
-  Iceberg's SparkSessionCatalog. Other formats keep dbt-spark's behaviour.
+  Iceberg's SparkSessionCatalog. Hudi's catalog has no REPLACE TABLE AS SELECT
+  (UNSUPPORTED_FEATURE.TABLE_OPERATION): its table is dropped, then created (a full refresh is
+  not atomic on Hudi). Other formats keep dbt-spark's behaviour.
 #}
 {% macro py_write_table(compiled_code, target_relation) %}
 {{ py_model_dataframe(compiled_code) }}
 
-{% if config.get('file_format', 'iceberg') in ('iceberg', 'delta') -%}
+{% if config.get('file_format', 'iceberg') == 'hudi' -%}
+spark.sql("drop table if exists {{ target_relation }}")
+df.writeTo("{{ target_relation }}").using("hudi").create()
+{%- elif config.get('file_format', 'iceberg') in ('iceberg', 'delta') -%}
 df.writeTo("{{ target_relation }}").using("{{ config.get('file_format', 'iceberg') }}").createOrReplace()
 {%- else -%}
 df.write.mode("overwrite").format("{{ config.get('file_format') }}").option("overwriteSchema", "true").saveAsTable("{{ target_relation }}")
