@@ -173,6 +173,40 @@ def _dbt_options(lakehouse: Path, variables: Mapping[str, Any] | None) -> list[s
     return options
 
 
+# dbt parses the whole project again (3 to 5 CPU seconds) when a command's --vars differ from
+# the previous command's on the same target path, and every build names another export folder
+# (`cdc_export_dir`). So the warm process's builds of this project export to one folder per
+# lakehouse, whose table folders are then moved to the one asked for (replacing the same table's
+# folder, as the hook's `insert overwrite directory` does): the builds of one lakehouse pass
+# the same --vars and dbt parses only what changed (nothing: the project's files do not change
+# during the tests). Scratch projects, whose files the tests edit between builds, keep full
+# parses.
+EXPORTING = ".exporting"
+
+
+def _stable_export(
+    lakehouse: Path, variables: Mapping[str, Any] | None, project_dir: Path
+) -> tuple[Mapping[str, Any] | None, Path | None]:
+    """`variables` with this lakehouse's one export folder (emptied), and the folder asked for
+    (None when the command exports nothing or runs in a scratch project)."""
+    if project_dir != REPO or not variables or "cdc_export_dir" not in variables:
+        return variables, None
+    exporting = lakehouse / "exports" / EXPORTING
+    shutil.rmtree(exporting, ignore_errors=True)
+    return {**variables, "cdc_export_dir": str(exporting)}, Path(variables["cdc_export_dir"])
+
+
+def _move_export(lakehouse: Path, wanted: Path | None) -> None:
+    exporting = lakehouse / "exports" / EXPORTING
+    if wanted is None or not exporting.is_dir():
+        return
+    wanted.mkdir(parents=True, exist_ok=True)
+    for folder in exporting.iterdir():
+        shutil.rmtree(wanted / folder.name, ignore_errors=True)
+        shutil.move(folder, wanted / folder.name)
+    exporting.rmdir()
+
+
 # The table format every dbt process of these tests writes (CDC_TABLE_FORMAT: the profile's
 # catalog and dbt_project.yml's file_format); `use_table_format` switches it.
 _table_format = os.environ.get("CDC_TABLE_FORMAT", "iceberg")
@@ -225,6 +259,7 @@ def kill_dbt_when(
     worker = _warm_worker(lakehouse)
     log = lakehouse / "logs" / "dbt.log"
     offset = log.stat().st_size if log.exists() else 0
+    variables, export = _stable_export(lakehouse, variables, REPO)
     worker.send({"args": [*args, *_dbt_options(lakehouse, variables)], "cwd": str(REPO)})
     deadline, found, pending = time.monotonic() + timeout, "", ""
     while not found and time.monotonic() < deadline and not worker.answered(0.05):
@@ -240,6 +275,7 @@ def kill_dbt_when(
         time.sleep(0.5)  # Spark is now running the statement
     worker.kill()
     _worker = None
+    _move_export(lakehouse, export)
     assert found, f"dbt {' '.join(args)} finished (or timed out) before {marker!r} appeared"
     return found
 
@@ -257,15 +293,18 @@ def run_dbt(
     """Run `dbt <args>` from `project_dir`; on failure raise with the end of dbt's output.
     `env` adds environment variables (a profile target's settings, for instance): such commands
     run as a `dbt` subprocess; the rest in the tests' warm dbt process (see `_hold`)."""
-    options = _dbt_options(lakehouse, variables)
     if env is None:
-        request = {"args": [*args, *options], "cwd": str(project_dir)}
-        returncode, output = _warm_worker(lakehouse).request(request, timeout)
+        variables, export = _stable_export(lakehouse, variables, project_dir)
+        request = {"args": [*args, *_dbt_options(lakehouse, variables)], "cwd": str(project_dir)}
+        try:
+            returncode, output = _warm_worker(lakehouse).request(request, timeout)
+        finally:
+            _move_export(lakehouse, export)
         result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
     else:
         stop_dbt_worker(lakehouse)  # Derby: one process per metastore
         result = subprocess.run(
-            [str(DBT), *args, *options],
+            [str(DBT), *args, *_dbt_options(lakehouse, variables)],
             cwd=project_dir,
             env={**_worker_env(lakehouse), **env},
             capture_output=True,

@@ -17,6 +17,7 @@ from typing import Any
 
 from lakehouse import (
     REPO,
+    SAMPLE_SOURCES,
     SOURCE_EQUIVALENT_GOLD,
     canonical_lake_row,
     diff_states,
@@ -33,6 +34,19 @@ from cdc_lakehouse.sample.harness import SourceHarness
 from cdc_lakehouse.sample.kafka import KafkaPipeline, landing_differences
 
 REPORT = REPO / "artifacts" / "oracle-report.jsonl"
+
+# The oracle's source is Northwind alone: nothing of the sample's other sources lands (`build`
+# checks it). A history's first build still builds their models, from no rows (a registered
+# source with nothing landed yet must build); its later builds leave out their staging models
+# and what is built from them (Pagila's `address` and `address_history`, and their 18 data
+# tests, on empty tables: about 7% of a build's statements). Their bronze models stay in every
+# build: `staging.cdc_rejects` reads every bronze table.
+OTHER_SOURCES = [
+    arg
+    for source in SAMPLE_SOURCES
+    if source != "northwind"
+    for arg in ("--exclude", f"stg_{source}__*+")
+]
 
 # History models checked "as of" a phase boundary, with the columns they ignore (a version keeps
 # their value from when it opened). Suppliers land as JDBC rows: no commit time, no history
@@ -137,6 +151,8 @@ class OracleRun:
         self, export: str, data_tests: bool = True
     ) -> tuple[list[str], dict[str, Any]]:
         args = ["build", "--exclude-resource-type", "unit_test"]
+        if self.builds:  # not the first build of this lakehouse: see OTHER_SOURCES
+            args += OTHER_SOURCES
         if not data_tests:
             args += ["--exclude-resource-type", "test"]
         variables = {
@@ -154,6 +170,8 @@ class OracleRun:
         tests (`data_tests=False`, about a fifth of a small build's work), its last one runs
         them on the final state."""
         args, variables = self.build_command(export, data_tests)
+        landed = {topic.name for topic in (self.landing / "topics").iterdir()}
+        assert all(topic.startswith("northwind") for topic in landed), landed  # OTHER_SOURCES
         started = time.monotonic()
         run_dbt(args, lakehouse=self.lakehouse, variables=variables)
         self.builds += 1
