@@ -68,7 +68,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 # The longest files first (seconds of each file in the last full `make test` run before the
 # faster-tests branch, each beside another file on the 2 cores; that branch's changes take a few
-# percent off the oracle files): under `make test` pytest-xdist hands whole files to its 2
+# percent off the oracle files; test_hudi_format.py: 460 s alone, estimated beside another file):
+# under `make test` pytest-xdist hands whole files to its 2
 # processes in collection order, so a long file started last would leave one process idle at
 # the end.
 LONG_FILES = {
@@ -80,6 +81,7 @@ LONG_FILES = {
     "test_pipeline_e2e.py": 580,
     "test_benchmarks.py": 442,
     "test_peers.py": 353,
+    "test_hudi_format.py": 700,
     "test_oracle_ddl.py": 270,
     "test_schema_changes.py": 255,
     "test_debezium_samples_e2e.py": 155,
