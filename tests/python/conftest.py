@@ -32,8 +32,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
-# The oracle's seeds: 2 in CI (1001: three Kafka partitions per topic; 1002: one, through real
-# Kafka Connect), more with `--oracle-seeds N` or CDC_ORACLE_SEEDS=N (slow mode).
+# The oracle's seeds: 2 in CI (1001: three Kafka partitions per topic, through real Kafka
+# Connect; 1002: one partition, landed by the test), more with `--oracle-seeds N` or
+# CDC_ORACLE_SEEDS=N (slow mode).
 DEFAULT_ORACLE_SEEDS = 2
 FIRST_ORACLE_SEED = 1001
 

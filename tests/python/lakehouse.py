@@ -426,3 +426,47 @@ def diff_states(expected: Mapping[tuple, dict], actual: Mapping[tuple, dict]) ->
                     f"{key}.{column}: expected {value!r}, lake has {actual[key].get(column)!r}"
                 )
     return problems
+
+
+def source_state_problems(export_dir: Path) -> list[str]:
+    """How the exported silver tables (and the gold tables that must equal a source table)
+    differ from the sample's source state, column by column (at most 20 lines per table)."""
+    problems = []
+    for table in SAMPLE_TABLES:
+        diff = diff_states(expected_state(table), lake_state(export_dir, table))
+        problems += [f"{table.name}: {line}" for line in diff[:20]]
+    for relation, name in SOURCE_EQUIVALENT_GOLD.items():
+        table = northwind.TABLES_BY_NAME[name]
+        diff = diff_states(expected_state(table), lake_state(export_dir, table, relation))
+        problems += [f"{relation}: {line}" for line in diff[:20]]
+    return problems
+
+
+def history_state_problems(export_dir: Path) -> list[str]:
+    """How the current versions of the exported history tables differ from the sample's source
+    state, column by column but for the history's `ignore_columns` (a change to those alone
+    makes no version: the current version keeps their older values), and the histories holding
+    no more rows than the source (versions lost). Fails when no sample table has a history."""
+    from cdc_lakehouse.tables import registry
+
+    ignored = {t.name: set(t.history_ignore) for t in registry.tables(REPO) if t.history}
+    with_history = [t for t in SAMPLE_TABLES if t.name in ignored]
+    assert with_history, "no sample table has a history"
+    problems = []
+    for table in with_history:
+
+        def compared(row: Mapping[str, Any], skip: set[str] = ignored[table.name]) -> dict:
+            return {k: v for k, v in row.items() if k not in skip}
+
+        rows = read_export(export_dir, f"silver.{table.name}_history")
+        current = {}
+        for row in rows:
+            if row["is_current"] and not row["_cdc_is_deleted"]:
+                canonical = canonical_lake_row(table, row)
+                current[tuple(canonical[k] for k in table.key)] = compared(canonical)
+        expected = {key: compared(row) for key, row in expected_state(table).items()}
+        diff = diff_states(expected, current)
+        problems += [f"{table.name}_history: {line}" for line in diff[:20]]
+        if len(rows) <= len(expected):
+            problems.append(f"{table.name}_history lost versions: {len(rows)} rows")
+    return problems

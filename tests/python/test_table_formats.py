@@ -21,22 +21,14 @@ from typing import Any
 
 import pytest
 from lakehouse import (
-    REPO,
-    SAMPLE_TABLES,
-    SOURCE_EQUIVALENT_GOLD,
-    canonical_lake_row,
     copy_landing,
-    diff_states,
-    expected_state,
     first_and_last_files,
-    lake_state,
+    history_state_problems,
     read_export,
     run_dbt,
+    source_state_problems,
     use_table_format,
 )
-
-from cdc_lakehouse.sample import northwind
-from cdc_lakehouse.tables import registry
 
 ORDERS_TOPIC = "northwind.public.orders"
 
@@ -117,14 +109,7 @@ def lake_rows(export_dir: Path) -> dict[str, list[dict]]:
 
 
 def assert_matches_expected(export_dir: Path) -> None:
-    problems = []
-    for table in SAMPLE_TABLES:
-        diff = diff_states(expected_state(table), lake_state(export_dir, table))
-        problems += [f"{table.name}: {line}" for line in diff[:20]]
-    for relation, name in SOURCE_EQUIVALENT_GOLD.items():
-        table = northwind.TABLES_BY_NAME[name]
-        diff = diff_states(expected_state(table), lake_state(export_dir, table, relation))
-        problems += [f"{relation}: {line}" for line in diff[:20]]
+    problems = source_state_problems(export_dir)
     assert not problems, "the Delta lake differs from the source:\n" + "\n".join(problems)
 
 
@@ -146,20 +131,8 @@ def test_late_files_reach_the_source_state(on_delta: dict[str, Any]) -> None:
 
 
 def test_history_current_versions_equal_the_source(on_delta: dict[str, Any]) -> None:
-    export = on_delta["step2"]
-    histories = {t.name for t in registry.tables(REPO) if t.history}
-    with_history = [t for t in SAMPLE_TABLES if t.name in histories]
-    assert with_history
-    for table in with_history:
-        rows = read_export(export, f"silver.{table.name}_history")
-        current = {}
-        for row in rows:
-            if row["is_current"] and not row["_cdc_is_deleted"]:
-                canonical = canonical_lake_row(table, row)
-                current[tuple(canonical[k] for k in table.key)] = canonical
-        expected = expected_state(table)
-        assert set(current) == set(expected), table.name
-        assert len(rows) > len(expected), f"{table.name}_history lost versions"
+    problems = history_state_problems(on_delta["step2"])
+    assert not problems, "the Delta histories differ from the source:\n" + "\n".join(problems)
 
 
 def test_a_build_with_nothing_new_commits_nothing(on_delta: dict[str, Any]) -> None:
