@@ -80,10 +80,7 @@ def truth(out: Path, table: Any, meta: dict[str, Any]) -> tuple[dict[tuple, Hist
     """Each key's history from the events, and the keys that cannot be judged (see above)."""
     import pyarrow.parquet as pq
 
-    events = [
-        {k: json_value(v) for k, v in e.items()}
-        for e in pq.read_table(out / "events" / table.name).to_pylist()
-    ]
+    events = pq.read_table(out / "events" / table.name).to_pylist()
     tracked = _tracked(table, meta)
     attributes = [c.name for c in table.columns if c.name not in table.key]
     # a primary-key change: the transaction's only delete and only create, of two keys
@@ -120,7 +117,7 @@ def truth(out: Path, table: Any, meta: dict[str, Any]) -> tuple[dict[tuple, Hist
             _append(states[key], ABSENT)
             continue
         earlier = rows.get(key) or deleted.get(old_key_of.get((e["_tx"], key)), {})
-        raw = {c: _UNAVAILABLE if _placeholder(e[c]) else e[c] for c in attributes}
+        raw = {c: _UNAVAILABLE if _placeholder(e[c]) else json_value(e[c]) for c in attributes}
         row = {
             c: northwind.canonical_value(table.column(c).pg_type, v)
             for c, v in raw.items()
