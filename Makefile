@@ -92,7 +92,8 @@ jars/s3/.installed: jvm/s3/pom.xml
 s3-jars: jars/s3/.installed
 
 # The peer comparison's engines (benchmarks/peers, docs/peers.md), pinned and apart from the
-# project's: Hudi's Spark bundle; AUTO CDC target jars for pyspark 4.2 in .venv-peers.
+# project's: Hudi's Spark bundle; AUTO CDC target jars for pyspark 4.2 in .venv-peers (SCD type
+# 1) and pyspark 4.3 in .venv-peers-spark43 (SCD type 2, same target jar).
 jars/peers/.installed: jvm/peers/hudi/pom.xml jvm/peers/spark4/pom.xml
 	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
 	rm -rf jars/peers
@@ -106,7 +107,13 @@ jars/peers/.installed: jvm/peers/hudi/pom.xml jvm/peers/spark4/pom.xml
 	.venv-peers/bin/pip install --quiet -r $<
 	touch $@
 
-peers-install: jars/peers/.installed .venv-peers/.installed
+.venv-peers-spark43/.installed: benchmarks/peers/requirements-spark43.txt
+	test -x .venv-peers-spark43/bin/python || $(PYTHON) -m venv .venv-peers-spark43
+	.venv-peers-spark43/bin/pip install --quiet --upgrade pip
+	.venv-peers-spark43/bin/pip install --quiet -r $<
+	touch $@
+
+peers-install: jars/peers/.installed .venv-peers/.installed .venv-peers-spark43/.installed
 
 $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt

@@ -1,6 +1,8 @@
 """`python -m benchmarks.peers`: run every engine on every delivery of the sample, compare each
-with PostgreSQL's final state case by case, write the report (artifacts/peers/: results.json,
-peers.md, peers.png; with --publish also docs/peers.md's generated section and docs/peers/).
+with PostgreSQL's final state case by case, and this project's histories and AUTO CDC's SCD type
+2 with the events' history (benchmarks.peers.history); write the report (artifacts/peers/:
+results.json, peers.md, peers.png; with --publish also docs/peers.md's generated section and
+docs/peers/).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers import compare
+from benchmarks.peers import compare, history
 from benchmarks.peers.plan import DELIVERIES, REPO, write_plan
 
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
+# AUTO CDC's SCD type 2 needs pyspark 4.3 (benchmarks/peers/requirements-spark43.txt)
+SCD2_PYTHON = REPO / ".venv-peers-spark43" / "bin" / "python"
 DOC = REPO / "docs" / "peers.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -56,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out.resolve()
     if args.from_results:
         document = json.loads((out / "results.json").read_text())
-        text = compare.markdown(document["results"], document["runs"])
+        scd2 = history.markdown(document.get("history", {}), document["runs"])
+        text = compare.markdown(document["results"], document["runs"], scd2)
         compare.chart(document["results"], out / "peers.png")
         if args.publish:
             publish(out, document, text)
@@ -94,16 +99,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                              str(out), *selected])  # fmt: skip
         runs["auto_cdc"] = _engine_summary(report, deliveries)
         print(f"auto_cdc: {runs['auto_cdc']}", flush=True)
+        if not SCD2_PYTHON.exists():
+            raise SystemExit(f"{SCD2_PYTHON} missing: run `make peers-install`")
+        report = _json_line([str(SCD2_PYTHON), "-m", "benchmarks.peers.auto_cdc", "--out",
+                             str(out), "--scd", "2", *selected])  # fmt: skip
+        runs["auto_cdc_scd2"] = _engine_summary(report, deliveries)
+        print(f"auto_cdc_scd2: {runs['auto_cdc_scd2']}", flush=True)
     results = compare.compare(out, [e for e in ("ours", *engines) if e in runs])
+    histories = history.compare(out, ["ours", *(["auto_cdc"] if "auto_cdc_scd2" in runs else [])])
     document = {
         "run_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "python -m benchmarks.peers " + " ".join(argv or sys.argv[1:]),
         "minutes": round((time.monotonic() - started) / 60, 1),
         "runs": runs,
         "results": results,
+        "history": histories,
     }
     (out / "results.json").write_text(json.dumps(document, indent=1))
-    text = compare.markdown(results, runs)
+    text = compare.markdown(results, runs, history.markdown(histories, runs))
     (out / "peers.md").write_text(text)
     compare.chart(results, out / "peers.png")
     print(text)

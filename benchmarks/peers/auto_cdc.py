@@ -4,6 +4,13 @@
 stored_as_scd_type=1)` from a streaming Parquet source. TRUNCATE events are left out (the
 open-source API has no `apply_as_truncates`).
 
+With `--scd 2`, the same flows with `stored_as_scd_type=2` and
+`track_history_except_column_list` = the columns the project's history model ignores (a change
+of only those opens no version), in pyspark 4.3.0 (.venv-peers-spark43; 4.2 has SCD type 1
+only) on the same target (the 4.2.0 test jar: Maven Central has none of 4.3.0); each version is
+read with its `__START_AT` / `__END_AT` (the `_lsn` that opened and closed it) into
+`<out>/auto_cdc_scd2/<delivery>/<table>.jsonl`, compared by benchmarks.peers.history.
+
 The target. AUTO CDC writes through DataSource V2 MERGE and refuses a table that does not
 implement `SupportsRowLevelOperations`: Delta 4.4 (`--target delta`) is refused, and Iceberg has
 no runtime for Spark 4.2. So the default target (`memory`) is Spark's own reference
@@ -16,6 +23,7 @@ are AUTO CDC's; its time here is not a storage format's.
 Runs in its own virtual environment (`make peers-install`: .venv-peers, jars/peers/spark4/):
 
     .venv-peers/bin/python -m benchmarks.peers.auto_cdc --out artifacts/peers [--target delta]
+    .venv-peers-spark43/bin/python -m benchmarks.peers.auto_cdc --out artifacts/peers --scd 2
 
 Writes `<out>/auto_cdc/<delivery>/<table>.jsonl`; prints one JSON line (seconds, errors). A
 refused target is recorded with its error and the other deliveries are not attempted (the
@@ -39,6 +47,8 @@ from benchmarks.peers.plan import DELIVERIES, REPO, batch_names, read_plan, writ
 
 JAR_DIR = REPO / "jars" / "peers" / "spark4"
 EXCLUDED = ["_op", "_lsn", "_tx", "_file", "_line"]
+# SCD type 2: the interval of each version, in `sequence_by`'s type (the `_lsn`)
+INTERVAL_COLUMNS = ["__START_AT", "__END_AT"]
 TARGETS = {
     "memory": {
         "jars": "spark-catalyst_*-tests.jar",
@@ -87,12 +97,12 @@ def _flows(table, meta):
         sequence_by="_lsn",
         apply_as_deletes="_op = 'd'",
         except_column_list={excluded!r},
-        stored_as_scd_type=1,
+        **meta["scd"],
     )
 
     @dp.materialized_view(name="spark_catalog.default." + table + "_final", format="parquet")
     def final():
-        return spark.read.table(target).select(*meta["columns"])
+        return spark.read.table(target).select(*meta["columns"], *meta["interval_columns"])
 
 
 for table, meta in TABLES.items():
@@ -142,13 +152,30 @@ def _spark_type(arrow_type: Any) -> str:
     }[str(arrow_type)]  # fmt: skip
 
 
-def apply_delivery(out: Path, delivery: str, plan: dict[str, Any], target: str) -> dict[str, Any]:
+def _scd_options(scd: int, meta: dict[str, Any]) -> dict[str, Any]:
+    """create_auto_cdc_flow's SCD arguments: type 2 tracks history except in the columns the
+    project's history model ignores (the same question asked of both)."""
+    if scd == 1:
+        return {"stored_as_scd_type": 1}
+    options: dict[str, Any] = {"stored_as_scd_type": 2}
+    if meta["history_ignore"]:
+        options["track_history_except_column_list"] = meta["history_ignore"]
+    return options
+
+
+def results_folder(out: Path, scd: int) -> Path:
+    return out / ("auto_cdc" if scd == 1 else "auto_cdc_scd2")
+
+
+def apply_delivery(
+    out: Path, delivery: str, plan: dict[str, Any], target: str, scd: int = 1
+) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     spec = TARGETS[target]
-    root = out / "auto_cdc" / delivery
+    root = results_folder(out, scd) / delivery
     shutil.rmtree(root, ignore_errors=True)
     project, warehouse = root / "project", root / "warehouse"
     (project / "transformations").mkdir(parents=True)
@@ -164,8 +191,11 @@ def apply_delivery(out: Path, delivery: str, plan: dict[str, Any], target: str) 
             pq.write_table(events.filter(pc.is_in(events["_file"], value_set=names)), path)
             os.utime(path, (stamp + 10 * number, stamp + 10 * number))  # the source's order
         ddl = ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in events.schema)
-        tables[table] = {"key": meta["key"], "schema": ddl, "folder": str(folder),
-                         "columns": meta["columns"]}  # fmt: skip
+        tables[table] = {
+            "key": meta["key"], "schema": ddl, "folder": str(folder), "columns": meta["columns"],
+            "scd": _scd_options(scd, meta),
+            "interval_columns": INTERVAL_COLUMNS if scd == 2 else [],
+        }  # fmt: skip
     (project / "transformations" / "flows.py").write_text(
         FLOWS.format(tables=tables, excluded=EXCLUDED, prefix=spec["prefix"], format=spec["format"])
     )
@@ -192,7 +222,7 @@ def apply_delivery(out: Path, delivery: str, plan: dict[str, Any], target: str) 
         return {"seconds": seconds, "errors": [_error(done.stdout + "\n" + done.stderr)]}
     for table in plan["tables"]:
         rows = pq.read_table(warehouse / f"{table}_final").to_pylist()
-        write_state(out / "auto_cdc" / delivery / f"{table}.jsonl", rows)
+        write_state(root / f"{table}.jsonl", rows)
     return {"seconds": seconds, "errors": []}
 
 
@@ -203,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--delivery", action="append", choices=DELIVERIES)
     parser.add_argument("--target", choices=sorted(TARGETS), default="memory")
+    parser.add_argument("--scd", type=int, choices=(1, 2), default=1)
     args = parser.parse_args(argv)
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -211,14 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pyspark
 
     report: dict[str, Any] = {
-        "versions": {"spark": pyspark.__version__, "target": args.target},
+        "versions": {"spark": pyspark.__version__, "target": args.target, "scd": args.scd},
     }
     refused = None
     for delivery in args.delivery or DELIVERIES:
         if refused:
             report[delivery] = {"seconds": None, "errors": [f"not run: {refused}"]}
             continue
-        report[delivery] = apply_delivery(out, delivery, plan, args.target)
+        report[delivery] = apply_delivery(out, delivery, plan, args.target, args.scd)
         if report[delivery]["errors"]:
             refused = report[delivery]["errors"][-1]
     print(json.dumps(report), flush=True)

@@ -115,9 +115,14 @@ def _cell(entry: dict[str, int]) -> str:
     return f"{entry['right']}/{entry['keys']}{mark}"
 
 
-def markdown(results: dict[str, Any], runs: dict[str, Any]) -> str:
+# the runs timed: the engines, and AUTO CDC's SCD type 2 run (benchmarks.peers.history)
+TIMED = {**ENGINES, "auto_cdc_scd2": "Spark AUTO CDC, SCD type 2"}
+
+
+def markdown(results: dict[str, Any], runs: dict[str, Any], history: str = "") -> str:
     """The generated section of docs/peers.md: one table of cases per delivery, the errors the
-    engines raised, examples of wrong rows, and the time each took."""
+    engines raised, examples of wrong rows, the history section (`history`, Markdown), and the
+    time each took."""
     lines = []
     for delivery in DELIVERIES:
         engines = [e for e in ENGINES if e in results.get(delivery, {})]
@@ -139,26 +144,26 @@ def markdown(results: dict[str, Any], runs: dict[str, Any]) -> str:
             for error in runs.get(engine, {}).get("errors", {}).get(delivery, []):
                 lines.append(f"- {ENGINES[engine]} raised: `{error}`")
         lines.append("")
+    lines += history.splitlines() if history else []
     lines += [
         "### Time on the sample (2 cores)",
         "",
         "Not a race: the sample is small and the engines do different work. cdc-lakehouse: the",
-        "whole dbt process (JVM start, reading and decoding the JSON files, bronze, staging and",
-        "silver of the four tables in each run). Hudi: its writes only (the events already",
-        "decoded; the session started once before, "
+        "whole dbt process (JVM start, reading and decoding the JSON files, bronze, staging,",
+        "silver and history of the four tables in each run). Hudi: its writes only (the events",
+        "already decoded; the session started once before, "
         f"{runs.get('hudi', {}).get('session_seconds') or 0:.1f} s). AUTO CDC: the",
         "`spark-pipelines run` process (its JVM and Spark Connect server included; the events",
-        "already decoded; one run for all batches, in memory). The benchmark suite times the",
-        "engines at scale (docs/benchmarks.md).",
+        "already decoded; one run for all batches, in memory), once for SCD type 1 (pyspark",
+        "4.2) and once for SCD type 2 (pyspark 4.3). The benchmark suite times the engines at",
+        "scale (docs/benchmarks.md).",
         "",
     ]
-    lines.append(
-        "| delivery | runs | " + " | ".join(ENGINES[e] for e in ENGINES if e in runs) + " |"
-    )
-    lines.append("|---|---|" + "---|" * sum(e in runs for e in ENGINES))
+    lines.append("| delivery | runs | " + " | ".join(TIMED[e] for e in TIMED if e in runs) + " |")
+    lines.append("|---|---|" + "---|" * sum(e in runs for e in TIMED))
     for delivery in DELIVERIES:
         cells = []
-        for engine in ENGINES:
+        for engine in TIMED:
             if engine in runs:
                 seconds = runs[engine].get("seconds", {}).get(delivery)
                 cells.append("-" if seconds is None else f"{seconds:.1f} s")

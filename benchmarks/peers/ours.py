@@ -1,6 +1,7 @@
 """This project on one delivery of the sample: a fresh lakehouse, the delivery's batches landed
-one after the other, `dbt run` of the four tables' bronze, staging and silver models after each
-(one long-lived driver: cdc_lakehouse.continuous), silver exported (cdc_export) after the last.
+one after the other, `dbt run` of the four tables' bronze, staging, silver and history models
+after each (one long-lived driver: cdc_lakehouse.continuous), silver and the histories exported
+(cdc_export) after the last.
 Prints one JSON line: the seconds of each run and of the whole process.
 
     python -m benchmarks.peers.ours --out artifacts/peers --delivery late_files
@@ -19,6 +20,8 @@ from pathlib import Path
 from benchmarks.peers.plan import LANDING, REPO, read_plan
 
 MODELS = ("+customers", "+products", "+orders", "+order_details")
+# the histories (SCD type 2) of the same tables, compared by benchmarks.peers.history
+HISTORY_MODELS = tuple(f"{m.lstrip('+')}_history" for m in MODELS)
 
 
 def lakehouse_of(out: Path, delivery: str) -> Path:
@@ -48,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     variables = {"cdc_landing_root": str(landing), "cdc_export_dir": str(lakehouse / "export")}
     command = [
-        "run", "--quiet", "--select", *MODELS,
+        "run", "--quiet", "--select", *MODELS, *HISTORY_MODELS,
         "--target-path", str(lakehouse / "target"),
         "--log-path", str(lakehouse / "logs"),
         "--vars", json.dumps(variables),

@@ -66,6 +66,14 @@ def deliveries(topics: list[str]) -> dict[str, list[list[dict[str, str]]]]:
     }
 
 
+def history_ignore(name: str) -> list[str]:
+    """The columns the table's history model ignores (its registry entry's
+    `history.ignore_columns`: a change of only these opens no version)."""
+    from cdc_lakehouse.tables import registry
+
+    return list(registry.table(REPO, name, source="northwind").history_ignore)
+
+
 def build_plan() -> dict[str, Any]:
     tables = sample_tables()
     string_types = ("text", "varchar", "jsonb", "json", "uuid")
@@ -78,6 +86,7 @@ def build_plan() -> dict[str, Any]:
                 "toast_text_columns": [
                     c.name for c in t.columns if c.external and c.pg_type in string_types
                 ],
+                "history_ignore": history_ignore(t.name),
             }
             for t in tables
         },

@@ -3,10 +3,13 @@
 `python -m benchmarks.peers --delivery late_files` (each topic's first and last landing file,
 then the files between) runs this project, Hudi's Spark writer with PostgresDebeziumAvroPayload
 and Spark's AUTO CDC (pyspark 4.2, .venv-peers) on the sample's events, and compares every key
-with PostgreSQL's final state. This project must be right on every key of every case; each peer
-must produce all four tables; and the case-by-case counts must equal the ones published in
-docs/peers/results.json, so the page cannot drift from what the engines do (a new Hudi or Spark
-that fixes a case makes this test fail until `make peers PUBLISH=1` is run again).
+with PostgreSQL's final state; the same run compares this project's history models and AUTO
+CDC's SCD type 2 (pyspark 4.3, .venv-peers-spark43) with each key's history read off the events
+(benchmarks/peers/history.py). This project must be right on every key of every case, current
+state and history (no key left unjudged); each peer must produce all four tables; and the
+case-by-case counts must equal the ones published in docs/peers/results.json, so the page cannot
+drift from what the engines do (a new Hudi or Spark that fixes a case makes this test fail until
+`make peers PUBLISH=1` is run again).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ def comparison(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_every_engine_built_every_table(comparison: dict[str, Any]) -> None:
     assert set(comparison["results"][DELIVERY]) == {"ours", "hudi", "auto_cdc"}
     assert comparison["runs"]["auto_cdc"]["errors"][DELIVERY] == []
+    assert set(comparison["history"][DELIVERY]) == {"ours", "auto_cdc"}
+    assert comparison["runs"]["auto_cdc_scd2"]["errors"][DELIVERY] == []
+    assert comparison["runs"]["auto_cdc_scd2"]["versions"]["scd"] == 2
 
 
 def test_this_project_is_right_on_every_case(comparison: dict[str, Any]) -> None:
@@ -49,6 +55,17 @@ def test_this_project_is_right_on_every_case(comparison: dict[str, Any]) -> None
     # the cases exist in the sample: TOAST placeholders, a truncate, key changes, re-inserts
     for case in ("toast", "truncate", "pk_change", "delete_reinsert", "deleted"):
         assert cases[case]["keys"] > 0, case
+
+
+def test_this_project_history_is_right_on_every_key(comparison: dict[str, Any]) -> None:
+    cases = comparison["history"][DELIVERY]["ours"]["cases"]
+    wrong = {case: c for case, c in cases.items() if c["right"] != c["keys"] or c["not_judged"]}
+    assert not wrong, (wrong, comparison["history"][DELIVERY]["ours"]["wrong_examples"])
+    # every key of the current-state comparison has its history judged too
+    current = comparison["results"][DELIVERY]["ours"]["cases"]
+    assert {case: c["keys"] for case, c in cases.items()} == {
+        case: c["keys"] for case, c in current.items()
+    }
 
 
 def test_the_published_comparison_is_what_the_engines_do(comparison: dict[str, Any]) -> None:
@@ -63,3 +80,13 @@ def test_the_published_comparison_is_what_the_engines_do(comparison: dict[str, A
         cases = comparison["results"][DELIVERY][engine]["cases"]
         assert cases["toast"]["right"] < cases["toast"]["keys"]
         assert cases["truncate"]["right"] < cases["truncate"]["keys"]
+    published_history = json.loads(PUBLISHED.read_text())["history"][DELIVERY]
+    for engine in ("ours", "auto_cdc"):
+        assert (
+            comparison["history"][DELIVERY][engine]["cases"] == published_history[engine]["cases"]
+        ), f"{engine}'s history differs from docs/peers/results.json: run `make peers PUBLISH=1`"
+    # AUTO CDC's SCD type 2 writes the TOAST placeholder into versions, and keeps versions open
+    # that a TRUNCATE ended
+    cases = comparison["history"][DELIVERY]["auto_cdc"]["cases"]
+    assert cases["toast"]["right"] < cases["toast"]["keys"]
+    assert cases["truncate"]["right"] < cases["truncate"]["keys"]
