@@ -39,8 +39,10 @@
 {% macro cdc_create_or_replace_table(relation) %}
     {%- if cdc_table_format() == 'hudi' -%}
         {%- do run_query("drop table if exists " ~ relation ~ " purge") -%}
+        {%- do cdc_clear_orphan_table_folder(relation) -%}
         create table {{ relation }} using hudi
     {%- else -%}
         create or replace table {{ relation }} using {{ cdc_table_format() }}
     {%- endif -%}
 {% endmacro %}
+

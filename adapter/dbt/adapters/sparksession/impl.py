@@ -22,6 +22,28 @@ def is_iceberg_information(information: str) -> bool:
     return any(marker in information for marker in ICEBERG_MARKERS)
 
 
+def clear_orphan_table_folder(schema: str, table: str) -> str:
+    """See SparkSessionAdapter.clear_orphan_table_folder (also called by a Python model's
+    write on Hudi, python_model.sql)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is None:
+        return ""
+    spark = SparkSession.builder.getOrCreate()
+    jvm = spark._jvm
+    catalog = spark._jsparkSession.sessionState().catalog()
+    identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, jvm.scala.Some(schema))
+    if catalog.tableExists(identifier):
+        return ""
+    folder = jvm.org.apache.hadoop.fs.Path(catalog.defaultTablePath(identifier))
+    filesystem = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not filesystem.exists(folder):
+        return ""
+    filesystem.delete(folder, True)
+    return folder.toString()
+
+
 # What the compiled SQL of a CDC model decided about its run (cdc_batch_kind in the project's
 # macros), for the incremental strategy and the post-hook of the same node. dbt compiles a node
 # and then runs its materialization in one thread of one process, so the note is set before it
@@ -70,6 +92,16 @@ class SparkSessionAdapter(SparkAdapter):
     def column_type_change(self, target_type: str, source_type: str) -> str:
         """`fits`, `promote` or `incompatible`: see type_changes.py."""
         return type_change(target_type, source_type)
+
+    @available
+    def clear_orphan_table_folder(self, relation: Any) -> str:
+        """Delete the folder a managed table `relation` would be created in, when the catalog
+        has no such table: what a process killed while Hudi created the table leaves (Hudi's
+        catalog has no REPLACE TABLE AS SELECT, so its tables are dropped, then created; the
+        files of a half-done create stay without a catalog entry, and Spark then refuses the
+        next create with LOCATION_ALREADY_EXISTS). Returns the folder deleted, or '' (nothing
+        there, the table exists, or no Spark session in this process: a Thrift target)."""
+        return clear_orphan_table_folder(str(relation.schema), str(relation.identifier))
 
     @available
     def set_cdc_batch_kind(self, relation: Any, kind: str) -> str:

@@ -38,3 +38,16 @@
   {%- endif -%}
   {{ return(options) }}
 {% endmacro %}
+
+
+{#- Before a Hudi table is created (dropped first: no REPLACE TABLE AS SELECT): the folder a
+    killed create left without a catalog entry (Spark would refuse the create with
+    LOCATION_ALREADY_EXISTS), deleted and logged. -#}
+{% macro cdc_clear_orphan_table_folder(relation) %}
+    {%- if execute -%}
+        {%- set cleared = adapter.clear_orphan_table_folder(relation) -%}
+        {%- if cleared -%}
+            {{ log(relation ~ ": deleted " ~ cleared ~ ", left without a table by an earlier run that stopped", info=True) }}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}

@@ -11,6 +11,8 @@
 
 {% if config.get('file_format', 'iceberg') == 'hudi' -%}
 spark.sql("drop table if exists {{ target_relation }}")
+from dbt.adapters.sparksession.impl import clear_orphan_table_folder
+clear_orphan_table_folder("{{ target_relation.schema }}", "{{ target_relation.identifier }}")
 df.writeTo("{{ target_relation }}").using("hudi").create()
 {%- elif config.get('file_format', 'iceberg') in ('iceberg', 'delta') -%}
 df.writeTo("{{ target_relation }}").using("{{ config.get('file_format', 'iceberg') }}").createOrReplace()

@@ -62,11 +62,13 @@
     {%- set batch_table = sparksession_incremental_batch_table(strategy, target_relation) if language == 'sql' else none -%}
     {%- if batch_table is not none -%}
       {%- set tmp_relation = batch_table -%}
-      {#-- Hudi's catalog has no REPLACE TABLE AS SELECT: drop, then create --#}
+      {#-- Hudi's catalog has no REPLACE TABLE AS SELECT: drop, then create (and clear what a
+           killed create left, see clear_orphan_table_folder) --#}
       {%- if file_format == 'hudi' -%}
         {%- call statement('drop_batch_table') -%}
           drop table if exists {{ batch_table }} purge
         {%- endcall -%}
+        {%- do cdc_clear_orphan_table_folder(batch_table) -%}
       {%- endif -%}
       {%- call statement('create_tmp_relation') -%}
         {{ 'create table' if file_format == 'hudi' else 'create or replace table' }} {{ batch_table }} using {{ file_format }} as {{ compiled_code }}
