@@ -74,19 +74,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # processes in collection order, so a long file started last would leave one process idle at
 # the end.
 LONG_FILES = {
-    "test_table_formats.py": 1195,
-    "test_oracle_faults.py": 865,
-    "test_oracle.py": 860,
-    "test_cluster_targets.py": 672,
-    "test_shared_metastore.py": 660,
-    "test_pipeline_e2e.py": 580,
-    "test_benchmarks.py": 442,
-    "test_peers.py": 520,
-    "test_hudi_format.py": 850,
-    "test_oracle_ddl.py": 270,
+    "test_table_formats.py": 1577,
+    "test_oracle_faults.py": 1243,
+    "test_oracle.py": 1278,
+    "test_cluster_targets.py": 879,
+    "test_shared_metastore.py": 595,
+    "test_pipeline_e2e.py": 785,
+    "test_benchmarks.py": 543,
+    "test_peers.py": 691,
+    "test_hudi_format.py": 857,
+    "test_oracle_ddl.py": 264,
     "test_schema_changes.py": 255,
-    "test_debezium_samples_e2e.py": 155,
-    "test_docs_site.py": 100,
+    "test_debezium_samples_e2e.py": 294,
+    "test_docs_site.py": 148,
 }
 
 
