@@ -45,4 +45,3 @@
         create or replace table {{ relation }} using {{ cdc_table_format() }}
     {%- endif -%}
 {% endmacro %}
-
