@@ -864,7 +864,11 @@ def decode_changes(
     seq, source_ts, tx_id = _change_metadata(spec, decoded, by_name)
     reason = plan.let(_reason_sql(spec, columns, op, raw, decoded, unavailable, schemas), "why")
     flagged = [f"if({ua}, {_lit(n)}, NULL)" for n, ua in unavailable.items()]
-    unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')" if flagged else "NULL"
+    # A table without a TOASTable column (all fixed-width) still gets a string column: a bare
+    # NULL is Spark's void type, which no table format stores (Iceberg v2 rejects `unknown`).
+    unavailable_list = "CAST(NULL AS string)"
+    if flagged:
+        unavailable_list = f"nullif(concat_ws(',', {', '.join(flagged)}), '')"
 
     staged = plan.apply(_parse(_with_line_columns(lines), _payload_type(spec, names + undeclared)))
     output = [

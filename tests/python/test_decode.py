@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
-from cdc_lakehouse.decode import backfills, decode_changes
+from cdc_lakehouse.decode import backfills, declared_encoding, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.spec import DECLARED_TYPES, SHAPES, TableSpec, spark_type
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
@@ -467,6 +468,138 @@ def test_empty_inputs_keep_the_schema(spark: SparkSession) -> None:
     decoded = decode_changes(lines, TableSpec(topic=TOPIC, key=("id",), columns=T_TYPES))
     assert decoded.columns == list(T_TYPES) + METADATA
     assert decoded.count() == 0
+
+
+def untyped_columns(data_type: DataType, path: str = "") -> list[str]:
+    """Where a schema holds Spark's void type (a bare NULL), which no table format can store."""
+    if isinstance(data_type, NullType):
+        return [path]
+    if isinstance(data_type, StructType):
+        inside = [(f.dataType, f"{path}.{f.name}" if path else f.name) for f in data_type.fields]
+        return [p for field_type, name in inside for p in untyped_columns(field_type, name)]
+    if isinstance(data_type, ArrayType):
+        return untyped_columns(data_type.elementType, f"{path}[]")
+    if isinstance(data_type, MapType):
+        return untyped_columns(data_type.keyType, f"{path}{{k}}") + untyped_columns(
+            data_type.valueType, f"{path}{{v}}"
+        )
+    return []
+
+
+# Kafka Connect fields of an embedded schema, fixed-width and not, as Debezium writes them.
+CONNECT_FIELDS = [
+    connect_field("small", "int16"),
+    connect_field("big", "int64"),
+    connect_field("real", "float32"),
+    connect_field("dbl", "float64"),
+    connect_field("flag", "boolean"),
+    connect_field("d", "int32", "io.debezium.time.Date"),
+    connect_field("t", "int64", "io.debezium.time.MicroTime"),
+    connect_field("ts", "int64", "io.debezium.time.MicroTimestamp"),
+    connect_field("tstz", "string", "io.debezium.time.ZonedTimestamp"),
+    connect_field("note", "string"),
+    connect_field("bin", "bytes"),
+    connect_field("amount", "bytes", "org.apache.kafka.connect.data.Decimal", scale="2"),
+    {"type": "array", "items": {"type": "int32"}, "optional": True, "field": "ints"},
+]
+
+
+def decoded_schema(spark: SparkSession, spec: TableSpec, fields: list[dict]) -> StructType:
+    """The decoded frame's schema (what bronze creates its table with) for a table declared by
+    `spec`, its lines carrying the embedded schema of `fields` (none: schemas off)."""
+    schema_texts = []
+    if fields:
+        value = wrapped({}, fields)
+        if spec.shape != "envelope":
+            value = compact({"schema": {"type": "struct", "fields": fields}, "payload": {}})
+        schema_texts = [value.split(',"payload":')[0]]  # as survey_lines finds it
+    lines = read_landing_lines(spark, [])
+    decoded = decode_changes(lines, spec, schema_texts=schema_texts, bare_fields=[])
+    assert decoded.columns[-len(METADATA) :] == METADATA
+    return decoded.schema
+
+
+DECLARABLE = [*DECLARED_TYPES, "decimal(10,2)", "numeric", "text[]", "int[]"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_output_column_is_untyped_in_any_shape(spark: SparkSession, shape: str) -> None:
+    """A key-only table (nothing TOASTable, like a link table of integer keys) and one of every
+    type, schemas off (declared columns) and on (Connect fields): no column may be void."""
+    jdbc = shape == "jdbc"
+    ordering = {"order_by": ("updated_at",)} if jdbc else {}
+    declared = {"id": "int", **({"updated_at": "timestamp"} if jdbc else {})}
+    key_fields = [connect_field("id", "int32")]
+    if jdbc:
+        key_fields.append(
+            connect_field("updated_at", "int64", "org.apache.kafka.connect.data.Timestamp")
+        )
+    cases = {
+        "key only, declared": ({**declared}, []),
+        "every type, declared": ({**declared, **{f"c_{t}": t for t in DECLARABLE}}, []),
+        "key only, embedded": ({}, key_fields),
+        "every type, embedded": ({}, key_fields + CONNECT_FIELDS),
+    }
+    untyped = {}
+    for case, (columns, fields) in cases.items():
+        spec = TableSpec(topic="t.types", shape=shape, key=("id",), columns=columns, **ordering)
+        if found := untyped_columns(decoded_schema(spark, spec, fields)):
+            untyped[case] = found
+    assert untyped == {}
+
+
+def test_no_output_column_is_untyped_whatever_the_one_column_type(spark: SparkSession) -> None:
+    """Each declarable type, and each Connect field, alone beside an integer key: whether the
+    table has a column that can hold the TOAST placeholder or not, every column is typed. (One
+    type of each kind the decoder tells apart: aliases like varchar/text decode alike.)"""
+    spec = TableSpec(topic="t.types", key=("id",))
+    kinds = {(spark_type(t), declared_encoding(t, spec)): t for t in DECLARABLE}
+    untyped = {}
+    for declared in kinds.values():
+        spec = TableSpec(topic="t.types", key=("id",), columns={"id": "int", "c": declared})
+        if found := untyped_columns(decoded_schema(spark, spec, [])):
+            untyped[declared] = found
+    for field in CONNECT_FIELDS:
+        spec = TableSpec(topic="t.types", key=("id",))
+        schema = decoded_schema(spark, spec, [connect_field("id", "int32"), field])
+        if found := untyped_columns(schema):
+            untyped[f"{field['field']} {field.get('name', field['type'])}"] = found
+    assert untyped == {}
+
+
+def test_a_link_table_of_fixed_width_columns_is_stored(spark: SparkSession, tmp_path: Path) -> None:
+    """A many-to-many link table (Pagila's film_actor): two integer keys and a timestamptz,
+    none of which PostgreSQL TOASTs. Its change rows are written to a table and read back."""
+    fields = [
+        connect_field("actor_id", "int32"),
+        connect_field("film_id", "int32"),
+        connect_field("last_update", "string", "io.debezium.time.ZonedTimestamp"),
+    ]
+    row = {"actor_id": 1, "film_id": 23, "last_update": "2024-02-29T13:14:15.123456Z"}
+    lines = [
+        wrapped(envelope("c", row, lsn=1), fields),
+        wrapped(envelope("d", None, lsn=2, before=row), fields),
+    ]
+    write_landing(tmp_path, "pagila.public.film_actor", lines, files=1)
+    spec = TableSpec(
+        topic="pagila.public.film_actor",
+        key=("actor_id", "film_id"),
+        columns={"actor_id": "integer", "film_id": "integer", "last_update": "timestamptz"},
+    )
+    decode(spark, tmp_path, spec).write.saveAsTable("film_actor_changes")
+    try:
+        stored = spark.table("film_actor_changes")
+        assert dict(stored.dtypes)["_cdc_unavailable_columns"] == "string"
+        rows = collect(stored, "last_update")
+        assert [(r._cdc_op, r.actor_id, r.film_id, r.last_update_us) for r in rows] == [
+            ("c", 1, 23, micros("2024-02-29T13:14:15.123456Z")),
+            ("d", 1, 23, micros("2024-02-29T13:14:15.123456Z")),
+        ]
+        assert [(r._cdc_unavailable_columns, r._cdc_reject_reason) for r in rows] == [
+            (None, None)
+        ] * 2
+    finally:
+        spark.sql("drop table if exists film_actor_changes")
 
 
 # ---------------------------------------------------------------------------------------------
