@@ -7,15 +7,20 @@ each engine start costs about 5 s. Landing values are compared with the captured
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import secrets
+import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from cdc_lakehouse import objectstore
 from cdc_lakehouse.capture import (
@@ -39,6 +44,7 @@ from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -344,6 +350,69 @@ def test_sink_spreads_keys_over_partitions_as_kafka_does(tmp_path: Path) -> None
         assert i in seen[partition_for(key, 3)]
     assert seen[0][-1] == -1 and len(seen) >= 2
     assert LandingSink(tmp_path, partitions=3).recover("a", 1) == len(seen.get(1, []))
+
+
+def imported_packages(folder: Path) -> set[str]:
+    """Top-level packages outside the standard library that the code in `folder` imports,
+    inside functions too, and through the project's own modules it imports."""
+    files, found, done = sorted(folder.glob("*.py")), set(), set()
+    while files:
+        path = files.pop()
+        if path in done:
+            continue
+        done.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # `from package import module` names a module too
+                modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for module in modules:
+                if module.split(".")[0] != "cdc_lakehouse":
+                    found.add(module.split(".")[0])
+                    continue
+                base = REPO.joinpath(*module.split("."))
+                files += [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
+    return found - set(sys.stdlib_module_names) - {"__future__"}
+
+
+def installed_by(requirements: Path) -> set[str]:
+    """The distributions a `pip install -r` of the file brings: its requirements and theirs
+    (with the extras asked for), as installed here."""
+    lines = [line.strip() for line in requirements.read_text().splitlines()]
+    todo = [Requirement(line) for line in lines if line and not line.startswith(("#", "-"))]
+    found: set[str] = set()
+    asked: set[tuple[str, str]] = set()
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        extras = {"", *requirement.extras}
+        if {(name, e) for e in extras} <= asked:
+            continue
+        asked |= {(name, e) for e in extras}
+        found.add(name)
+        for text in metadata.requires(requirement.name) or []:
+            dependency = Requirement(text)
+            marker = dependency.marker
+            if marker is None or any(marker.evaluate({"extra": e}) for e in extras):
+                todo.append(dependency)
+    return found
+
+
+def test_make_install_installs_what_the_capture_tool_imports() -> None:
+    """The README runs the capture tool after `make install`, which installs requirements.txt
+    only: every package the tool's code imports, lazily imported ones too, must come with it,
+    not with the test requirements."""
+    installed = installed_by(REPO / "requirements.txt")
+    providers = metadata.packages_distributions()
+    missing = {
+        package: providers.get(package)
+        for package in imported_packages(REPO / "cdc_lakehouse" / "capture")
+        if not {canonicalize_name(d) for d in providers.get(package, [])} & installed
+    }
+    assert missing == {}
 
 
 def test_config_file_flags_and_names(tmp_path: Path) -> None:
