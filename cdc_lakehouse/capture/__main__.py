@@ -125,9 +125,9 @@ def run_capture(config: CaptureConfig, args: argparse.Namespace) -> None:
     started = time.monotonic()
     deadline = started + args.timeout if args.timeout else None
     marker = args.until_marker or args.create_marker
-    slot_exists = preflight.check_source(config, marker=marker)
+    source = preflight.check_source(config, marker=marker)
     config.state_dir.mkdir(parents=True, exist_ok=True)
-    snapshot_mode, notes = prepare_state(config, slot_exists=slot_exists)
+    snapshot_mode, notes = prepare_state(config, slot_exists=source.slot_exists)
     config.out.mkdir(parents=True, exist_ok=True)
     uploader = None
     if config.upload_to:
@@ -157,7 +157,13 @@ def run_capture(config: CaptureConfig, args: argparse.Namespace) -> None:
         config.marker_topic,
         on_streaming=None if snapshot_done else lambda: mark_snapshot_done(config),
     )
-    engine = CaptureEngine(config, handler, marker=marker, snapshot_mode=snapshot_mode)
+    engine = CaptureEngine(
+        config,
+        handler,
+        marker=marker,
+        snapshot_mode=snapshot_mode,
+        via_partition_root=bool(source.partitioned),
+    )
     stop = threading.Event()
     signals: list[str] = []
 

@@ -51,9 +51,14 @@ appender.console.layout.pattern = %d{{HH:mm:ss.SSS}} %-5level [%c{{1}}] %m%n
 
 
 def engine_properties(
-    config: CaptureConfig, *, marker: bool, snapshot_mode: str | None = None
+    config: CaptureConfig,
+    *,
+    marker: bool,
+    snapshot_mode: str | None = None,
+    via_partition_root: bool = False,
 ) -> dict[str, str]:
-    """Debezium connector and engine settings for one capture."""
+    """Debezium connector and engine settings for one capture; `via_partition_root` when a
+    captured table is partitioned (see preflight's `_check_partitions`)."""
     tables = list(config.tables)
     marker_table = f"{MARKER_SCHEMA}.{MARKER_TABLE}"
     if marker and marker_table not in tables:
@@ -88,6 +93,11 @@ def engine_properties(
         # `value.converter.replace.null.with.default=false` (README, "Schema changes").
         "converter.replace.null.with.default": "false",
     }
+    if via_partition_root:
+        # The publication Debezium creates gets `publish_via_partition_root = true` (PostgreSQL
+        # 13+; only then, as older servers reject the option): pgoutput then names a partition's
+        # changes by the partitioned table, the name the include list holds.
+        props["publish.via.partition.root"] = "true"
     if config.shape == "flattened":
         props.update(
             {
@@ -246,11 +256,13 @@ class CaptureEngine:
         *,
         marker: bool,
         snapshot_mode: str | None = None,
+        via_partition_root: bool = False,
     ) -> None:
         self.config = config
         self.handler = handler
         self.marker = marker
         self.snapshot_mode = snapshot_mode
+        self.via_partition_root = via_partition_root
         self.done = threading.Event()  # set when the engine has stopped, for any reason
         self.error: str | None = None
         self._stopping = False
@@ -264,7 +276,10 @@ class CaptureEngine:
         consumer_cls, callback_cls = _bridge_classes()
         props = jpype.JClass("java.util.Properties")()
         settings = engine_properties(
-            self.config, marker=self.marker, snapshot_mode=self.snapshot_mode
+            self.config,
+            marker=self.marker,
+            snapshot_mode=self.snapshot_mode,
+            via_partition_root=self.via_partition_root,
         )
         for key, value in settings.items():
             props.setProperty(key, value)

@@ -8,6 +8,7 @@ dropping a capture's slot and publication.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -19,6 +20,14 @@ MARKER_QUALIFIED = f"{MARKER_SCHEMA}.{MARKER_TABLE}"
 
 class PreflightError(RuntimeError):
     """The source is not ready for this capture; the message says what to fix, in one line."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the checks found that the run depends on."""
+
+    slot_exists: bool  # the capture's replication slot exists already
+    partitioned: tuple[str, ...] = ()  # captured tables that are partitioned (relkind 'p')
 
 
 def _one_line(exc: BaseException) -> str:
@@ -46,9 +55,8 @@ def connect(config: CaptureConfig, *, autocommit: bool = True) -> psycopg.Connec
         ) from None
 
 
-def check_source(config: CaptureConfig, *, marker: bool, slot_wait: float = 30.0) -> bool:
-    """Everything the engine needs from the server, checked before starting it; returns whether
-    the capture's replication slot exists already."""
+def check_source(config: CaptureConfig, *, marker: bool, slot_wait: float = 30.0) -> Source:
+    """Everything the engine needs from the server, checked before starting it."""
     try:
         with connect(config) as conn:
             return _check_source(conn, config, marker=marker, slot_wait=slot_wait)
@@ -58,7 +66,7 @@ def check_source(config: CaptureConfig, *, marker: bool, slot_wait: float = 30.0
 
 def _check_source(
     conn: psycopg.Connection[Any], config: CaptureConfig, *, marker: bool, slot_wait: float
-) -> bool:
+) -> Source:
     where = f"{config.host}:{config.port}"
     wal_level = conn.execute("show wal_level").fetchone()[0]
     if wal_level != "logical":
@@ -74,26 +82,96 @@ def _check_source(
             f"user {config.user} may not use replication: grant it with "
             f"`alter role {config.user} replication` (or capture as a superuser)"
         )
-    missing = [t for t in config.tables if not _table_exists(conn, t)]
+    kinds = {t: _table_kind(conn, t) for t in config.tables}
+    missing = [t for t, kind in kinds.items() if kind is None]
     if missing:
         raise PreflightError(
             f"table(s) not found in database {config.database}: {', '.join(missing)}"
         )
+    partitioned = _check_partitions(conn, config, kinds)
     if marker:
         ensure_marker_table(conn)
-    return _check_slot(conn, config, slot_wait)
+    return Source(_check_slot(conn, config, slot_wait), partitioned)
 
 
-def _table_exists(conn: psycopg.Connection[Any], qualified: str) -> bool:
+def _table_kind(conn: psycopg.Connection[Any], qualified: str) -> tuple[bool, bool] | None:
+    """(is partitioned, is a partition) of a table; None when there is no such table."""
     schema, table = qualified.split(".")
-    row = conn.execute(
+    return conn.execute(
         """
-        select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        select c.relkind = 'p', c.relispartition
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = %s and c.relname = %s and c.relkind in ('r', 'p')
         """,
         (schema, table),
     ).fetchone()
-    return row is not None
+
+
+def _check_partitions(
+    conn: psycopg.Connection[Any],
+    config: CaptureConfig,
+    kinds: dict[str, tuple[bool, bool] | None],
+) -> tuple[str, ...]:
+    """A partitioned table's changes reach the capture only through a publication with
+    publish_via_partition_root: without it pgoutput names each change by the leaf partition
+    holding the row, a table the include list (the parent) does not hold, and Debezium drops it
+    without a word. The engine has Debezium create the publication with the option; one that
+    exists without it is refused here, and so is a partition listed itself. Returns the
+    captured partitioned tables."""
+    partitioned = tuple(t for t, kind in kinds.items() if kind and kind[0] and not kind[1])
+    partitions = [t for t, kind in kinds.items() if kind and kind[1]]
+    if not partitioned and not partitions:
+        return ()
+    if conn.info.server_version < 130000:
+        version = conn.execute("show server_version").fetchone()[0]
+        raise PreflightError(
+            f"{(partitioned or tuple(partitions))[0]} is a partitioned table or a partition: "
+            "capturing it needs PostgreSQL 13 or later (publish_via_partition_root); the server "
+            f"at {config.host}:{config.port} runs {version}"
+        )
+    for partition in partitions:
+        root = _partition_root(conn, partition)
+        if root in config.tables:
+            raise PreflightError(
+                f"{partition} is a partition of {root}, which is captured too: its changes "
+                f"arrive under {root} (and its rows would land twice from the snapshot); "
+                f"remove {partition} from tables"
+            )
+        raise PreflightError(
+            f"{partition} is a partition of {root}: capture {root} instead; the changes of all "
+            "its partitions, later ones too, arrive under its name, and a row moved between "
+            "partitions stays one row"
+        )
+    row = conn.execute(
+        "select pubviaroot from pg_publication where pubname = %s", (config.publication_name,)
+    ).fetchone()
+    if row is not None and not row[0]:
+        publication = config.publication_name
+        tables = ", ".join(partitioned)
+        raise PreflightError(
+            f"publication {publication} exists without publish_via_partition_root, so it would "
+            f"publish the changes of the partitioned table(s) {tables} under their partitions' "
+            f"names, which the capture drops; run `ALTER PUBLICATION {publication} SET "
+            "(publish_via_partition_root = true)`; if this capture has streamed through it "
+            "already, those changes never landed: take a new snapshot (docs/capture.md, "
+            '"Partitioned tables")'
+        )
+    return partitioned
+
+
+def _partition_root(conn: psycopg.Connection[Any], qualified: str) -> str:
+    schema, table = qualified.split(".")
+    return conn.execute(
+        """
+        select rn.nspname || '.' || r.relname
+        from pg_class c
+        join pg_namespace n on n.oid = c.relnamespace
+        join pg_class r on r.oid = pg_partition_root(c.oid)
+        join pg_namespace rn on rn.oid = r.relnamespace
+        where n.nspname = %s and c.relname = %s
+        """,
+        (schema, table),
+    ).fetchone()[0]
 
 
 def _check_slot(conn: psycopg.Connection[Any], config: CaptureConfig, wait: float) -> bool:

@@ -14,6 +14,7 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,81 @@ def test_kill_9_mid_run_then_restart_loses_nothing(tmp_path: Path) -> None:
         assert all(r["__table"] == "items" for r in lines)
 
 
+# A declaratively partitioned table, as `from-postgres` registers it: the parent only.
+PAYMENT = """
+create table payment (payment_id int, payment_date date, amount numeric(8,2), note text,
+  primary key (payment_id, payment_date)) partition by range (payment_date);
+create table payment_2024_01 partition of payment for values from ('2024-01-01') to ('2024-02-01');
+create table payment_2024_02 partition of payment for values from ('2024-02-01') to ('2024-03-01');
+insert into payment values (1, '2024-01-05', 10, 'snap'), (2, '2024-02-05', 20, 'snap'),
+  (3, '2024-01-20', 30, 'snap')
+"""
+
+
+@pytest.fixture(scope="module")
+def partitioned_pg() -> Iterator[TemporaryPostgres]:
+    """One server for the partitioned-table tests; each uses a capture name of its own."""
+    with TemporaryPostgres("northwind") as pg:
+        pg.execute(None, PAYMENT)
+        yield pg
+
+
+def test_partitioned_table_streams_under_its_root(
+    partitioned_pg: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """pgoutput names a partition's change by its leaf partition unless the publication has
+    publish_via_partition_root: the include list (the parent) then dropped every streamed change
+    and only the snapshot landed. Every change lands under the parent's topic, from a partition
+    created after the capture started too; a row moved across partitions arrives as a delete of
+    its old key then an insert of the new one, and replaying the events by key gives the
+    table's rows."""
+    pg = partitioned_pg
+    config = config_for(pg, tmp_path, name="pay", tables=["payment"],
+                        decimal_handling_mode="string")  # fmt: skip
+    topic = "northwind.public.payment"
+    assert f"3 events in 1 files ({topic}=3)" in run_ok(config)  # the snapshot
+    with pg.connect(autocommit=True) as conn:
+        for statement in [
+            "create table payment_2024_03 partition of payment"
+            " for values from ('2024-03-01') to ('2024-04-01')",
+            "insert into payment values (4, '2024-03-05', 40, 'ins')",
+            "update payment set note = 'upd' where payment_id = 1",
+            "update payment set payment_date = '2024-03-10', note = 'moved' where payment_id = 2",
+            "delete from payment where payment_id = 3",
+        ]:
+            conn.execute(statement)
+        published = conn.execute(
+            "select pubviaroot from pg_publication where pubname = 'cdc_pay_pub'"
+        ).fetchone()
+        rows = conn.execute(
+            "select payment_id, payment_date - date '1970-01-01', amount::text, note from payment"
+        ).fetchall()
+    run_ok(config)
+
+    out = tmp_path / "landing"
+    assert [p.name for p in (out / "topics").iterdir()] == [topic]
+    events = [json.loads(v)["payload"] for v in assert_landing_layout(out, topic, 500)]
+    assert {e["source"]["table"] for e in events} == {"payment"}
+    streamed = [(e["op"], (e["before"] or e["after"])["payment_id"]) for e in events[3:]]
+    assert [e["op"] for e in events[:3]] == ["r"] * 3
+    assert streamed == [("c", 4), ("u", 1), ("d", 2), ("c", 2), ("d", 3)]
+    assert published == (True,)
+    moved_from, moved_to = events[5], events[6]
+    assert moved_from["before"]["payment_date"] != moved_to["after"]["payment_date"]
+    assert int(moved_from["source"]["lsn"]) < int(moved_to["source"]["lsn"])
+
+    # What the silver merge computes: per key, the last event wins and a delete removes the row.
+    state: dict[tuple[int, int], dict[str, Any]] = {}
+    for event in events:
+        image = event["before"] if event["op"] == "d" else event["after"]
+        key = (image["payment_id"], image["payment_date"])
+        if event["op"] == "d":
+            del state[key]
+        else:
+            state[key] = image
+    assert sorted(tuple(r.values()) for r in state.values()) == sorted(rows)
+
+
 class _Deadline:
     """A stop flag that trips after `seconds` (for waits outside the tool)."""
 
@@ -250,7 +326,7 @@ class _Deadline:
 
 
 # -- preflight: one-line errors, exit 2, before any JVM ---------------------------------------
-def _fails_fast(config: dict[str, Any], message: str) -> None:
+def _fails_fast(config: dict[str, Any], message: str) -> str:
     started = time.monotonic()
     result = run_capture_subprocess(config, timeout=60)
     assert result.returncode == 2, result.stderr
@@ -258,6 +334,7 @@ def _fails_fast(config: dict[str, Any], message: str) -> None:
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 15  # no engine was started
+    return result.stderr
 
 
 def test_preflight_unreachable_server(tmp_path: Path) -> None:
@@ -279,6 +356,37 @@ def test_preflight_missing_table_and_missing_replication_right(tmp_path: Path) -
         missing = config_for(pg, tmp_path, tables=["t_types", "public.nope", "other.t"])
         _fails_fast(missing, "table(s) not found in database northwind: public.nope, other.t")
         _fails_fast(config_for(pg, tmp_path, user="app"), "user app may not use replication")
+
+
+def test_preflight_refuses_partitions_not_captured_through_the_root(
+    partitioned_pg: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """A publication made without publish_via_partition_root would publish the parent's changes
+    under its partitions' names, which the capture drops: refused, naming the table and the
+    fix, and accepted once fixed. A partition is captured through its parent, never alone or
+    beside it."""
+    pg = partitioned_pg
+    pg.execute(None, "create publication cdc_pay_own_pub for table payment", autocommit=True)
+    own = config_for(pg, tmp_path, name="pay_own", tables=["payment"])
+    said = _fails_fast(
+        own,
+        "publication cdc_pay_own_pub exists without publish_via_partition_root, so it would "
+        "publish the changes of the partitioned table(s) public.payment under their partitions'",
+    )
+    fix = "ALTER PUBLICATION cdc_pay_own_pub SET (publish_via_partition_root = true)"
+    assert fix in said
+    pg.execute(None, fix)
+    result = run_capture_subprocess(own, command="check")
+    assert result.returncode == 0, result.stderr
+
+    _fails_fast(
+        config_for(pg, tmp_path, name="pay_leaf", tables=["payment_2024_01"]),
+        "public.payment_2024_01 is a partition of public.payment: capture public.payment instead",
+    )
+    _fails_fast(
+        config_for(pg, tmp_path, name="pay_both", tables=["payment", "payment_2024_01"]),
+        "public.payment_2024_01 is a partition of public.payment, which is captured too",
+    )
 
 
 def test_config_errors_exit_2(tmp_path: Path) -> None:
@@ -450,6 +558,9 @@ def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     envelope = engine_properties(CaptureConfig.from_mapping({**config.to_dict(), "shape":
                                  "envelope"}), marker=False)  # fmt: skip
     assert "transforms" not in envelope and "cdc_capture_marker" not in str(envelope)
+    assert "publish.via.partition.root" not in props  # PostgreSQL 12 rejects the option
+    partitioned = engine_properties(config, marker=False, via_partition_root=True)
+    assert partitioned["publish.via.partition.root"] == "true"
 
 
 @pytest.mark.parametrize("variant", ["default", "nosch", "unwrap_rw"])
