@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables peers peers-install
+.PHONY: run test install install-fast install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables peers peers-install
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
@@ -120,6 +120,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed-run jars/.installed system-java
+# What lint and the unit and dbt test tiers need (make test-fast): the project's packages, its
+# jars and the test and lint tools; none of the services, Trino, Kafka, the peers or Chromium.
+install-fast: $(VENV)/.installed-dev jars/.installed system-java
 install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed peers-install system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
@@ -148,31 +151,28 @@ tables: $(VENV)/.installed-run
 
 ## Checks ------------------------------------------------------------------------------------
 # The pre-commit hooks (.pre-commit-config.yaml): ruff check, ruff format --check, sqlfluff lint.
-lint: install-dev
+lint: $(VENV)/.installed-dev
 	pre-commit run --all-files --show-diff-on-failure
 
 format: install-dev
 	ruff format .
 	sqlfluff fix models tests/dbt
 
-# The test files run on TEST_PROCESSES pytest-xdist processes, a whole file per process (its
-# module fixtures, lakehouses and PostgreSQL instances, are built once), longest first (conftest:
-# LONG_FILES; xdist would otherwise order files by test count); TEST_PROCESSES=0 runs
-# them in this process.
+# The tests run on TEST_PROCESSES pytest-xdist processes, a whole group per process (a test file,
+# or files that share a scenario: tests/python/conftest.py), so module and shared fixtures,
+# lakehouses and PostgreSQL instances, are built once; the longest groups start first
+# (conftest's LONG_GROUPS). TEST_PROCESSES=0 runs them in this process.
 TEST_PROCESSES ?= 2
-PYTEST := pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
+PYTEST := pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
 test: install-dev lint
 	$(PYTEST)
 
-# A developer's loop, about 5.5 min on 2 cores (lint, then the decoder, the capture tool, DDL end
-# to end against PostgreSQL, freshness, the table registry and generator, landing layouts,
-# snapshot-diff deletes, Parquet and Avro landing, JDBC query mode). CI runs `make test`, which
-# holds all of these.
-test-fast: install-dev lint
-	$(PYTEST) tests/python/test_decode.py tests/python/test_capture.py \
-		tests/python/test_schema_changes.py tests/python/test_source_freshness.py \
-		tests/python/test_tables.py tests/python/test_layouts.py tests/python/test_snapshots.py \
-		tests/python/test_parquet_landing.py tests/python/test_jdbc_query.py
+# A developer's loop: lint, then the `unit` and `dbt` tiers (no JVM; Spark sessions and small
+# dbt lakehouses: the decoder, layouts, registry, snapshot-diff deletes, Parquet and Avro
+# landing, every dbt unit test, the Debezium samples, freshness), with only what those need
+# installed. CI runs `make test`, which holds all of these and the `system` tier.
+test-fast: install-fast lint
+	$(PYTEST) -m "unit or dbt"
 
 ## Other -------------------------------------------------------------------------------------
 # The peers on the sample, case by case against PostgreSQL's final state (docs/peers.md; about

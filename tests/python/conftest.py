@@ -67,31 +67,87 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         REPORT.unlink(missing_ok=True)
 
 
-# The longest files first (seconds of each file in the last full `make test` run before the
-# faster-tests branch, each beside another file on the 2 cores; that branch's changes take a few
-# percent off the oracle files; test_hudi_format.py: 460 s alone, estimated beside another file):
-# under `make test` pytest-xdist hands whole files to its 2
-# processes in collection order, so a long file started last would leave one process idle at
-# the end.
-LONG_FILES = {
-    "test_table_formats.py": 1577,
+# Tiers (markers declared in pyproject.toml), so a developer runs what fits the loop at hand:
+# - unit: no JVM, no service (decoder helpers, registry, layouts, parsers, the capture tool's sink);
+# - dbt: a Spark session or a dbt build of one small lakehouse (the dbt unit tests, the Debezium
+#   samples, freshness), nothing else installed but the project's own packages and jars;
+# - system: PostgreSQL, Kafka, a cluster, Trino, Chromium, the other table formats, the peers,
+#   the oracle and the whole-sample scenarios.
+# A test's tier is its closest tier marker; without one it is `dbt` when it takes the session
+# Spark (a JVM) and `unit` otherwise. `make test-fast` runs `-m "unit or dbt"`, `make test` all.
+TIERS = ("unit", "dbt", "system")
+
+
+def tier_of(item: pytest.Item) -> str:
+    marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+    if len(marked) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: more than one tier marker: {sorted(marked)}")
+    if marked:
+        return marked.pop()
+    return "dbt" if "spark" in getattr(item, "fixturenames", ()) else "unit"
+
+
+# Under `make test` pytest-xdist (`--dist loadgroup`) hands each group of tests to one of its 2
+# processes: a test file is a group unless its tests name another (`xdist_group`), so module
+# fixtures are built once and files that share a scenario (a session fixture below) run in the
+# process that built it. The groups start longest first, seconds from the last full `make test`
+# run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
+# order, so a long group started last would leave one process idle at the end.
+LONG_GROUPS = {
+    "test_table_formats.py:delta": 1100,
     "test_oracle_faults.py": 1243,
     "test_oracle.py": 1278,
-    "test_cluster_targets.py": 879,
-    "test_shared_metastore.py": 595,
-    "test_pipeline_e2e.py": 785,
+    "object-store": 1474,
+    "test_pipeline_e2e.py": 700,
     "test_benchmarks.py": 543,
     "test_peers.py": 691,
-    "test_hudi_format.py": 857,
+    "test_table_formats.py:hudi": 700,
     "test_oracle_ddl.py": 264,
     "test_schema_changes.py": 255,
     "test_debezium_samples_e2e.py": 294,
-    "test_docs_site.py": 148,
+    "empty-lakehouse": 200,
 }
 
 
+def group_of(item: pytest.Item) -> str:
+    marks = list(item.iter_markers("xdist_group"))  # a name must not end in "]" (xdist)
+    if marks:
+        return str(marks[0].args[0] if marks[0].args else marks[0].kwargs["name"])
+    return item.path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and xdist names the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: -LONG_FILES.get(item.path.name, 0))
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item)))
+        if not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+    # longest group first; a group's tests stay together (a shared lakehouse is held by one
+    # test process until its tests are done, see lakehouse.py)
+    items.sort(key=lambda item: (-LONG_GROUPS.get(group_of(item), 0), group_of(item)))
+
+
+@pytest.fixture(scope="session")
+def empty_lakehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every model, seed and snapshot of the project built on an empty landing zone (no data
+    tests), then `dbt docs generate`: the relations the dbt unit tests take their columns from
+    and the docs site's catalog, built once for both (group `empty-lakehouse`). Returns the
+    lakehouse, its landing root and a copy of the generated site (later dbt commands rewrite
+    target/)."""
+    import shutil
+
+    from lakehouse import run_dbt
+
+    lakehouse = tmp_path_factory.mktemp("empty-lakehouse")
+    landing = lakehouse / "landing"
+    (landing / "topics").mkdir(parents=True)
+    variables = {"cdc_landing_root": str(landing)}
+    no_tests = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
+    run_dbt(["build", *no_tests], lakehouse=lakehouse, variables=variables)
+    run_dbt(["docs", "generate"], lakehouse=lakehouse, variables=variables)
+    site = lakehouse / "site"
+    shutil.copytree(lakehouse / "target", site)
+    return {"lakehouse": lakehouse, "landing": landing, "site": site}
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -428,21 +428,28 @@ def diff_states(expected: Mapping[tuple, dict], actual: Mapping[tuple, dict]) ->
     return problems
 
 
-def source_state_problems(export_dir: Path) -> list[str]:
-    """How the exported silver tables (and the gold tables that must equal a source table)
-    differ from the sample's source state, column by column (at most 20 lines per table)."""
+def source_state_problems(
+    export_dir: Path,
+    tables: Iterable[northwind.Table] = SAMPLE_TABLES,
+    equivalent_gold: Mapping[str, str] = SOURCE_EQUIVALENT_GOLD,
+) -> list[str]:
+    """How the exported silver tables (of `tables`, default every sample table) and the gold
+    tables that must equal a source table differ from the sample's source state, column by
+    column (at most 20 lines per table)."""
     problems = []
-    for table in SAMPLE_TABLES:
+    for table in tables:
         diff = diff_states(expected_state(table), lake_state(export_dir, table))
         problems += [f"{table.name}: {line}" for line in diff[:20]]
-    for relation, name in SOURCE_EQUIVALENT_GOLD.items():
+    for relation, name in equivalent_gold.items():
         table = northwind.TABLES_BY_NAME[name]
         diff = diff_states(expected_state(table), lake_state(export_dir, table, relation))
         problems += [f"{relation}: {line}" for line in diff[:20]]
     return problems
 
 
-def history_state_problems(export_dir: Path) -> list[str]:
+def history_state_problems(
+    export_dir: Path, tables: Iterable[northwind.Table] = SAMPLE_TABLES
+) -> list[str]:
     """How the current versions of the exported history tables differ from the sample's source
     state, column by column but for the history's `ignore_columns` (a change to those alone
     makes no version: the current version keeps their older values), and the histories holding
@@ -450,7 +457,7 @@ def history_state_problems(export_dir: Path) -> list[str]:
     from cdc_lakehouse.tables import registry
 
     ignored = {t.name: set(t.history_ignore) for t in registry.tables(REPO) if t.history}
-    with_history = [t for t in SAMPLE_TABLES if t.name in ignored]
+    with_history = [t for t in tables if t.name in ignored]
     assert with_history, "no sample table has a history"
     problems = []
     for table in with_history:

@@ -44,6 +44,8 @@ from cdc_lakehouse.capture.upload import Uploader
 from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
+pytestmark = pytest.mark.system
+
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 REPO = Path(__file__).resolve().parents[2]
 

@@ -51,6 +51,8 @@ from lakehouse import (
 from cdc_lakehouse import cluster, metastore, objectstore
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 
+pytestmark = pytest.mark.system
+
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 SQL_MODELS_ONLY = ["--exclude", "tag:cdc_bronze"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]

@@ -17,6 +17,8 @@ import pytest
 from dbt_scratch_project import make_project
 from lakehouse import REPO, read_export, run_dbt
 
+pytestmark = pytest.mark.dbt
+
 SAMPLES = REPO / "tests" / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
 

@@ -1,6 +1,7 @@
 """The dbt docs site, checked in a real browser.
 
-The sample is built and `dbt docs generate` writes the site; it is served on 127.0.0.1 and opened
+Every model is built (on an empty landing zone, conftest's `empty_lakehouse`) and `dbt docs
+generate` writes the site; it is served on 127.0.0.1 and opened
 in headless Chromium (Debian's chromium and chromedriver, `make system-deps`). The lineage graph
 of a gold model must render and show the whole path landing source -> bronze -> change log ->
 silver -> gold -> exposure, read from the page's own graph (dbt-docs' Angular `graph` service and
@@ -19,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lakehouse import REPO, copy_landing, run_dbt
+from lakehouse import REPO
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
+
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("empty-lakehouse")]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -68,18 +71,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The generated docs site (target/) of the sample, built with its data tests."""
-    lakehouse = tmp_path_factory.mktemp("docs")
-    landing = copy_landing(lakehouse / "landing")
-    variables = {"cdc_landing_root": str(landing)}
-    run_dbt(
-        ["build", "--exclude-resource-type", "unit_test"],
-        lakehouse=lakehouse,
-        variables=variables,
-    )
-    run_dbt(["docs", "generate"], lakehouse=lakehouse, variables=variables)
-    return lakehouse / "target"
+def site(empty_lakehouse: dict[str, Path]) -> Path:
+    """The generated docs site (target/) of the whole project: every model, seed and snapshot
+    built (on an empty landing zone: the site shows structure, descriptions and columns, not
+    data), shared with the dbt unit tests (conftest.py)."""
+    return empty_lakehouse["site"]
 
 
 @pytest.fixture(scope="module")
@@ -194,4 +190,22 @@ def test_every_model_and_column_is_described(site: Path) -> None:
         if not node["description"].strip():
             problems.append(f"{unique_id}: no description")
     assert manifest["exposures"], "no exposure: gold has consumers"
+    assert not problems, "\n".join(problems)
+
+
+def test_manifest_lineage_runs_from_every_source(site: Path) -> None:
+    """The whole graph, from the manifest the site draws: every landing source feeds a bronze
+    model, and the paths the browser test shows are edges of the manifest."""
+    manifest = json.loads((site / "manifest.json").read_text())
+    parents = manifest["parent_map"]
+    children = manifest["child_map"]
+    problems = [
+        f"{child} does not read {parent}"
+        for path in PATHS
+        for parent, child in zip(path, path[1:], strict=False)
+        if parent not in parents.get(child, [])
+    ]
+    for source in manifest["sources"]:
+        if not any(c.startswith("model.") and ".bronze_" in c for c in children.get(source, [])):
+            problems.append(f"{source}: no bronze model reads it")
     assert not problems, "\n".join(problems)

@@ -31,6 +31,8 @@ from cdc_lakehouse.capture.transforms import (
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import pagila
 
+pytestmark = pytest.mark.system
+
 TOPIC = pagila.TOPIC
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAYMENT = "pagila.payment"

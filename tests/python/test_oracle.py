@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from oracle import OracleRun
 
 from cdc_lakehouse.pg import TemporaryPostgres
+
+pytestmark = pytest.mark.system
 
 PHASES = 3
 TRANSACTIONS = 120

@@ -32,6 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dbt_scratch_project import SOURCE, bronze_model, make_project, staging_model, update_entry
 from lakehouse import column_types, landing_files, read_export, record_lines, run_dbt
 from oracle import REPORT
@@ -40,6 +41,8 @@ from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.capture.jdbc_source import JdbcSource
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample.northwind import canonical_value
+
+pytestmark = pytest.mark.system
 
 PHASES = 3
 TRANSACTIONS = 60

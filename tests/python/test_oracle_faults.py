@@ -27,6 +27,8 @@ from oracle import OracleRun
 
 from cdc_lakehouse.pg import TemporaryPostgres
 
+pytestmark = pytest.mark.system
+
 TRANSACTIONS = 100
 ORDERS_TOPIC = "northwind.public.orders"
 

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from lakehouse import REPO
 
+pytestmark = pytest.mark.system
+
 DELIVERY = "late_files"
 PUBLISHED = REPO / "docs" / "peers" / "results.json"
 

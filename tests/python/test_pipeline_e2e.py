@@ -41,22 +41,22 @@ TABLES = list(SAMPLE_TABLES)
 ORDERS_TOPIC = "northwind.public.orders"
 PLACEHOLDER = "__debezium_unavailable_value"
 
+pytestmark = pytest.mark.system
+
 
 def build(
     lakehouse: Path,
     landing: Path,
     export: str,
     *extra: str,
-    unit_tests: bool = False,
     data_tests: bool = True,
 ) -> Path:
-    """`dbt build` of the whole project; dbt unit tests (slow, data-independent) run only when
-    asked, data tests unless told not to."""
+    """`dbt build` of the whole project; data tests unless told not to. The dbt unit tests
+    (data-independent) run on their own, in test_dbt_unit_tests.py."""
     export_dir = lakehouse / "exports" / export
-    skipped = ([] if unit_tests else ["unit_test"]) + ([] if data_tests else ["test"])
-    skip = ["--exclude-resource-type", *skipped] if skipped else []
+    skipped = ["unit_test"] + ([] if data_tests else ["test"])
     run_dbt(
-        ["build", *extra, *skip],
+        ["build", *extra, "--exclude-resource-type", *skipped],
         lakehouse=lakehouse,
         variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(export_dir)},
     )
@@ -97,7 +97,7 @@ def assert_matches_expected(export_dir: Path) -> None:
 def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     lakehouse = tmp_path_factory.mktemp("full")
     landing = copy_landing(lakehouse / "landing")
-    first = build(lakehouse, landing, "first", unit_tests=True)
+    first = build(lakehouse, landing, "first")
     versions_before = table_versions(lakehouse)
     # The no-op build must leave every table as the first left it (asserted below, table by
     # table), so its data tests would test the first build's tables again.

@@ -19,11 +19,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dbt_scratch_project import bronze_model, make_project, staging_model, update_entry
 from lakehouse import column_types, copy_landing, read_export, run_dbt
 
 from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.pg import TemporaryPostgres
+
+pytestmark = pytest.mark.system
 
 PHASE_1 = """
 create table public.members (

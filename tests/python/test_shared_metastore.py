@@ -35,6 +35,8 @@ from cdc_lakehouse import metastore, objectstore, trino
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
 from cdc_lakehouse.sample import northwind
 
+pytestmark = pytest.mark.system
+
 NO_TESTS = ["--exclude-resource-type", "unit_test", "--exclude-resource-type", "test"]
 LOOP_SELECT = ["+customers", "+customers_history"]
 OTHER_SELECT = ["+products", "+products_history", "+dim_products"]

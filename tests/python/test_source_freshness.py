@@ -21,6 +21,8 @@ from cdc_lakehouse.layout import TopicFiles
 from cdc_lakehouse.spec import TableSpec
 from cdc_lakehouse.tables import registry
 
+pytestmark = pytest.mark.dbt
+
 # The defaults of vars cdc_landing_warn_after_hours / cdc_landing_error_after_hours.
 WARN_AFTER_HOURS = 24
 ERROR_AFTER_HOURS = 48

@@ -248,6 +248,7 @@ def shop_pg() -> TemporaryPostgres:
         yield pg
 
 
+@pytest.mark.system
 def test_from_postgres_registers_a_schema(
     shop_pg: TemporaryPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
