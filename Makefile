@@ -161,9 +161,10 @@ format: install-dev
 # The tests run on TEST_PROCESSES pytest-xdist processes, a whole group per process (a test file,
 # or files that share a scenario: tests/python/conftest.py), so module and shared fixtures,
 # lakehouses and PostgreSQL instances, are built once; the longest groups start first
-# (conftest's LONG_GROUPS). TEST_PROCESSES=0 runs them in this process.
+# (conftest's LONG_GROUPS). TEST_PROCESSES=0 runs them in this process. Every test's seconds
+# go to artifacts/junit.xml (where LONG_GROUPS' figures come from).
 TEST_PROCESSES ?= 2
-PYTEST := pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
+PYTEST := pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder --junitxml=artifacts/junit.xml
 test: install-dev lint
 	$(PYTEST)
 
