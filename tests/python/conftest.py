@@ -107,3 +107,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if REPORT.exists():
         terminalreporter.write_sep("=", "PostgreSQL oracle")
         terminalreporter.write_line(summarize(REPORT))
+
+
+from object_store_stack import object_store_stack  # noqa: E402, F401
