@@ -4,6 +4,7 @@ state (pid, port) in a state folder, stopped by pid."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,12 @@ class ServiceError(RuntimeError):
 
 
 def alive(pid: int) -> bool:
+    """The process runs. A child of this process that exited stays a zombie, which still
+    answers `kill(pid, 0)`, until it is waited for: it is reaped here, else `stop` waited its
+    whole timeout for every service this process had started (30 s each)."""
+    with contextlib.suppress(ChildProcessError):  # not our child: its parent reaps it
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -163,3 +163,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if REPORT.exists():
         terminalreporter.write_sep("=", "PostgreSQL oracle")
         terminalreporter.write_line(summarize(REPORT))
+
+
+# The object-store stack (PostgreSQL catalog, SeaweedFS, metastore service) the `object-store`
+# group shares: imported here, once, so both of its files get the same session fixture.
+from object_store_stack import object_store_stack  # noqa: E402, F401

@@ -3,11 +3,13 @@ build the sample from an `s3a://` landing zone into an `s3a://` warehouse, and a
 builds beside the Thrift server.
 
 One local standalone cluster from the pyspark wheel (master + 2 workers of 1 core, 127.0.0.1
-only), one S3-compatible store (SeaweedFS, `cdc_lakehouse.objectstore`, credentials made up
-by the fixture and given through the environment only) and the metastore service several
-processes share (`cdc_lakehouse.metastore`, its tables in a real PostgreSQL), started and always
-stopped by the fixture; the sample's landing files are uploaded to the store, and no table data
-stays in the local lakehouse folder:
+only), started and always stopped by the fixture, on the object-store stack this file shares
+with test_shared_metastore.py (object_store_stack.py): an S3-compatible store (SeaweedFS,
+`cdc_lakehouse.objectstore`, credentials made up for the session and given through the
+environment only) holding the sample's landing files, and the metastore service several
+processes share (`cdc_lakehouse.metastore`, its tables in a real PostgreSQL). The cluster
+build starts from an empty metastore and warehouse (this file runs first on the stack), and no
+table data stays in the local lakehouse folder:
 - `cluster` target: dbt's in-process driver on that master builds every model of the sample,
   Python bronze models included (the data tests, the same SQL on every target, run in the
   embedded builds of test_pipeline_e2e and, for the customers models, over Thrift below);
@@ -22,36 +24,34 @@ stays in the local lakehouse folder:
   embedded Derby metastore the second would fail to open it.
 
 Both must reach the sample's expected state (what the embedded target builds, checked the same
-way in test_pipeline_e2e) and agree with each other cell for cell.
+way in test_pipeline_e2e) and agree with each other cell for cell. test_shared_metastore.py
+then continues the lakehouse these builds leave.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import secrets
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from lakehouse import (
     REPO,
     SAMPLE_TABLES,
-    copy_landing,
     diff_states,
     expected_state,
     lake_state,
     read_export,
     run_dbt,
 )
+from object_store_stack import LANDING, WAREHOUSE, ObjectStoreStack
 
-from cdc_lakehouse import cluster, metastore, objectstore
-from cdc_lakehouse.pg import TemporaryPostgres, free_port
+from cdc_lakehouse import cluster, objectstore
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("object-store")]
 
 SKIP_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 SQL_MODELS_ONLY = ["--exclude", "tag:cdc_bronze"]
@@ -82,37 +82,20 @@ def run_span(target_path: Path) -> tuple[datetime, datetime]:
     return ended - timedelta(seconds=results["elapsed_time"]), ended
 
 
-LANDING = "s3a://lake/landing"
-WAREHOUSE = "s3a://lake/warehouse"
-
-
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def builds(
+    object_store_stack: ObjectStoreStack, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    stack = object_store_stack
+    before = stack.begin("test_cluster_targets")
+    # What the tests below check of the cluster build (every bronze table decoded on the
+    # executors) needs a warehouse no other scenario wrote first.
+    assert not before, f"the cluster build must start from an empty lakehouse, after {before}"
     root = tmp_path_factory.mktemp("cluster")
-    lakehouse, state_dir, store_dir = root / "lakehouse", root / "spark", root / "objectstore"
-    credentials = {
-        "AWS_ACCESS_KEY_ID": f"cdc{secrets.token_hex(8)}",
-        "AWS_SECRET_ACCESS_KEY": secrets.token_hex(20),
-    }
-    with pytest.MonkeyPatch.context() as env, TemporaryPostgres() as pg:
-        for name, value in credentials.items():
-            env.setenv(name, value)
+    lakehouse, state_dir = root / "lakehouse", root / "spark"
+    # every process (dbt, the Thrift server the cluster module starts) reads the stack's env
+    with stack.environ():
         try:
-            store = objectstore.start(store_dir, buckets=["lake"], s3_port=None)
-            objectstore.upload(store, copy_landing(root / "landing"), LANDING)
-            # every process (dbt, the Thrift server the cluster module starts) reads these
-            env.setenv("CDC_S3_ENDPOINT", store.endpoint)
-            env.setenv("CDC_WAREHOUSE_DIR", WAREHOUSE)
-            with psycopg.connect(pg.conninfo("postgres"), autocommit=True) as conn:
-                conn.execute("create database metastore")
-            service = metastore.start(
-                root / "metastore",
-                jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
-                user=pg.user,
-                port=free_port(),
-                warehouse=WAREHOUSE,
-            )
-            env.setenv("CDC_METASTORE_URI", service.uri)
             state = cluster.start(state_dir, workers=2, worker_cores=1, worker_memory="1g")
             on_cluster = build(lakehouse, LANDING, "cluster", state.env())
             state = cluster.thrift_start(state_dir, project_dir=REPO, lakehouse=lakehouse)
@@ -152,14 +135,12 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 env=state.env(),
             )
             master = cluster.master_info(state)
-            stored = objectstore.list_folder(store, f"{WAREHOUSE}/silver.db")
+            stored = objectstore.list_folder(stack.store, f"{WAREHOUSE}/silver.db")
             thrift_properties = (state_dir / "thrift.properties").stat().st_mode & 0o777
             thrift_command = next(p for p in state.processes if p.name == "thrift")
             command_line = Path(f"/proc/{thrift_command.pid}/cmdline").read_bytes()
         finally:
             cluster.stop(state_dir)
-            metastore.stop(root / "metastore")
-            objectstore.stop(store_dir)
     return {
         "cluster": on_cluster,
         "thrift": on_thrift,
@@ -172,7 +153,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "lakehouse": lakehouse,
         "thrift_properties": thrift_properties,
         "thrift_command_line": command_line,
-        "credentials": credentials,
+        "credentials": stack.credentials,
     }
 
 

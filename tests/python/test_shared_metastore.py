@@ -1,14 +1,21 @@
 """A metastore several processes share: the Hive metastore service (`cdc_lakehouse.metastore`) on
 127.0.0.1, its tables in a real PostgreSQL, and `CDC_METASTORE_URI` set for every dbt process.
 
-While `python -m cdc_lakehouse.continuous` keeps building the customers tables of the sample in
-a loop, other processes on the same lakehouse run `dbt show`, a `dbt build` of the products
-tables and `dbt docs generate`. With the embedded Derby metastore each of them fails while the
-loop's process holds it. Then two processes append to one Iceberg table at once: every commit
-must survive (the metastore lock; without it Hive 2.3.9 lets one process overwrite the other's
-commit). Last, Trino (single node, its Iceberg connector on the same metastore) and pyiceberg
-(its Hive catalog, a Python user's way in) read the silver, history and gold tables those
-processes built, and every cell equals Spark's. The tables live in object storage (SeaweedFS,
+The lakehouse is the one test_cluster_targets.py built before this file (object_store_stack.py:
+the same metastore service and the same warehouse and landing zone in object storage), which
+this file continues as a production loop continues what a first build made: while `python -m
+cdc_lakehouse.continuous` keeps building the customers tables of the sample in a loop, other
+processes on the same lakehouse run `dbt show`, a `dbt build` of the products tables and `dbt
+docs generate`. With the embedded Derby metastore each of them fails while the loop's process
+holds it. Nothing has landed since the cluster build, so the loop's runs and the products
+build are incremental runs that find no new file (the first builds of these tables, and two
+first builds at once, are test_cluster_targets'); run alone, this file's loop builds the
+customers tables from nothing in its first run and the products build builds its tables.
+Then two processes append to one Iceberg table at once: every commit must survive (the
+metastore lock; without it Hive 2.3.9 lets one process overwrite the other's commit). Last,
+Trino (single node, its Iceberg connector on the same metastore) and pyiceberg (its Hive
+catalog, a Python user's way in) read the silver, history and gold tables those processes
+built, and every cell equals Spark's. The tables live in object storage (SeaweedFS,
 `cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process, the metastore service,
 Trino's native S3 file system and pyiceberg's reach them there.
 """
@@ -18,7 +25,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -27,21 +33,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from lakehouse import REPO, _worker_env, copy_landing, expected_state, read_export, run_dbt
+from lakehouse import REPO, _worker_env, expected_state, read_export, run_dbt
+from object_store_stack import LANDING, WAREHOUSE, ObjectStoreStack
 
-from cdc_lakehouse import metastore, objectstore, trino
-from cdc_lakehouse.pg import TemporaryPostgres, free_port
+from cdc_lakehouse import objectstore, trino
 from cdc_lakehouse.sample import northwind
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("object-store")]
 
 NO_TESTS = ["--exclude-resource-type", "unit_test", "--exclude-resource-type", "test"]
 LOOP_SELECT = ["+customers", "+customers_history"]
 OTHER_SELECT = ["+products", "+products_history", "+dim_products"]
 BUILT = [*LOOP_SELECT, *OTHER_SELECT]
-WAREHOUSE = "s3a://lake/warehouse"
 # Read back through Trino: the loop's customers tables, the other build's products tables and
 # gold table (`+dim_products` builds the order_details tables too).
 TRINO_READS = [
@@ -101,79 +105,63 @@ class Loop:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def shared(
+    object_store_stack: ObjectStoreStack, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    stack = object_store_stack
+    stack.begin("test_shared_metastore")
     root = tmp_path_factory.mktemp("shared")
-    landing = copy_landing(root / "landing")
     lakehouse = root / "lakehouse"
     loop_export, other_export = root / "exports" / "loop", root / "exports" / "other"
-    loop_variables = json.dumps(
-        {"cdc_landing_root": str(landing), "cdc_export_dir": str(loop_export)}
-    )
-    with (
-        pytest.MonkeyPatch.context() as environ,
-        TemporaryPostgres() as pg,
-    ):
-        # The production layout: tables in object storage (SeaweedFS on 127.0.0.1, made-up
-        # keys in the environment only), the catalog in PostgreSQL.
-        environ.setenv("AWS_ACCESS_KEY_ID", f"shared-{secrets.token_hex(4)}")
-        environ.setenv("AWS_SECRET_ACCESS_KEY", secrets.token_hex(16))
-        store = objectstore.start(root / "objectstore", buckets=["lake"], s3_port=None)
-        environ.setenv("CDC_S3_ENDPOINT", store.endpoint)
-        environ.setenv("CDC_WAREHOUSE_DIR", WAREHOUSE)
-        with psycopg.connect(pg.conninfo("postgres"), autocommit=True) as conn:
-            conn.execute("create database metastore")
-        service = metastore.start(
-            root / "metastore",
-            jdbc_url=f"jdbc:postgresql://{pg.host}:{pg.port}/metastore",
-            user=pg.user,
-            port=free_port(),
-            warehouse=WAREHOUSE,
-        )
-        env = {"CDC_METASTORE_URI": service.uri}
-        loop = Loop(
-            [
-                sys.executable,
-                "-m",
-                "cdc_lakehouse.continuous",
-                "--every",
-                "30",
-                "--",
-                "build",
-                "--select",
-                *LOOP_SELECT,
-                *NO_TESTS,
-                "--vars",
-                loop_variables,
-                "--log-path",
-                str(root / "loop-logs"),
-                "--target-path",
-                str(root / "loop-target"),
-            ],
-            {**_worker_env(lakehouse), **env},
-        )
+    loop_variables = json.dumps({"cdc_landing_root": LANDING, "cdc_export_dir": str(loop_export)})
+    # The production layout: tables in object storage (SeaweedFS on 127.0.0.1, made-up keys in
+    # the environment only), the catalog in PostgreSQL; every process started here inherits it.
+    with stack.environ():
+        loop: Loop | None = None
         try:
+            loop = Loop(
+                [
+                    sys.executable,
+                    "-m",
+                    "cdc_lakehouse.continuous",
+                    "--every",
+                    "30",
+                    "--",
+                    "build",
+                    "--select",
+                    *LOOP_SELECT,
+                    *NO_TESTS,
+                    "--vars",
+                    loop_variables,
+                    "--log-path",
+                    str(root / "loop-logs"),
+                    "--target-path",
+                    str(root / "loop-target"),
+                ],
+                _worker_env(lakehouse),
+            )
             loop.wait_for_runs(1)
             others_started = time.time()
             live = "select count(*) as n from silver.customers where not _cdc_is_deleted"
             show = run_dbt(
                 ["show", "--inline", live, "--output", "json"],
                 lakehouse=lakehouse,
-                variables={"cdc_landing_root": str(landing)},
-                env=env,
+                variables={"cdc_landing_root": LANDING},
+                env=stack.env,
             )
             run_dbt(
                 ["build", "--select", *OTHER_SELECT, *NO_TESTS],
                 lakehouse=lakehouse,
-                variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(other_export)},
-                env=env,
+                variables={"cdc_landing_root": LANDING, "cdc_export_dir": str(other_export)},
+                env=stack.env,
             )
             run_dbt(
                 # compiled for the built models only: a CDC model's compilation queries its
-                # inputs, and this lakehouse holds two of the sample's tables, not all
+                # inputs, and run alone this file builds two of the sample's tables, not all
                 ["docs", "generate", "--select", *BUILT],
                 lakehouse=lakehouse,
-                variables={"cdc_landing_root": str(landing)},
-                env=env,
+                variables={"cdc_landing_root": LANDING},
+                env=stack.env,
             )
             others_ended = time.time()
             runs_then = len(loop.reports)
@@ -183,17 +171,16 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             loop.stop()
             appended = subprocess.run(
                 [sys.executable, str(Path(__file__).with_name("concurrent_appends.py")),
-                 service.uri, WAREHOUSE],
+                 stack.service.uri, WAREHOUSE],
                 capture_output=True, text=True, timeout=600, check=False,
             )  # fmt: skip
-            through_trino = read_through_trino(root / "trino", service.uri)
-            through_pyiceberg = read_through_pyiceberg(service.uri, store.endpoint)
-            stored = objectstore.list_folder(store, f"{WAREHOUSE}/silver.db")
+            through_trino = read_through_trino(root / "trino", stack.service.uri)
+            through_pyiceberg = read_through_pyiceberg(stack.service.uri, stack.store.endpoint)
+            stored = objectstore.list_folder(stack.store, f"{WAREHOUSE}/silver.db")
         finally:
-            loop.stop()
+            if loop is not None:
+                loop.stop()
             trino.stop(root / "trino")
-            metastore.stop(root / "metastore")
-            objectstore.stop(root / "objectstore")
     return {
         "show": show.stdout,
         "catalog": json.loads((lakehouse / "target" / "catalog.json").read_text()),
