@@ -7,17 +7,17 @@ this file continues as a production loop continues what a first build made: whil
 cdc_lakehouse.continuous` keeps building the customers tables of the sample in a loop, other
 processes on the same lakehouse run `dbt show`, a `dbt build` of the products tables and `dbt
 docs generate`. With the embedded Derby metastore each of them fails while the loop's process
-holds it. Nothing has landed since the cluster build, so the loop's runs and the products
-build are incremental runs that find no new file (the first builds of these tables, and two
-first builds at once, are test_cluster_targets'); run alone, this file's loop builds the
-customers tables from nothing in its first run and the products build builds its tables.
-Then two processes append to one Iceberg table at once: every commit must survive (the
-metastore lock; without it Hive 2.3.9 lets one process overwrite the other's commit). Last,
-Trino (single node, its Iceberg connector on the same metastore) and pyiceberg (its Hive
-catalog, a Python user's way in) read the silver, history and gold tables those processes
-built, and every cell equals Spark's. The tables live in object storage (SeaweedFS,
-`cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process, the metastore service,
-Trino's native S3 file system and pyiceberg's reach them there.
+holds it. Nothing has landed since the cluster build, so the loop's runs find no new file (its
+first run, which ends before the other processes start, builds the customers tables from
+nothing when this file runs alone: the runs beside the others find nothing new either way).
+The products build rebuilds its tables from the landing files (`--full-refresh`): every write
+of a first build, beside the loop. Then two processes append to one Iceberg table at once:
+every commit must survive (the metastore lock; without it Hive 2.3.9 lets one process
+overwrite the other's commit). Last, Trino (single node, its Iceberg connector on the same
+metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver, history
+and gold tables those processes built, and every cell equals Spark's. The tables live in
+object storage (SeaweedFS, `cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process,
+the metastore service, Trino's native S3 file system and pyiceberg's reach them there.
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def shared(
                 env=stack.env,
             )
             run_dbt(
-                ["build", "--select", *OTHER_SELECT, *NO_TESTS],
+                # a whole build beside the loop, also on the tables the cluster build left
+                ["build", "--full-refresh", "--select", *OTHER_SELECT, *NO_TESTS],
                 lakehouse=lakehouse,
                 variables={"cdc_landing_root": LANDING, "cdc_export_dir": str(other_export)},
                 env=stack.env,
