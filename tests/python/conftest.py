@@ -97,7 +97,7 @@ LONG_GROUPS = {
     "test_table_formats.py:delta": 1100,
     "test_oracle_faults.py": 1243,
     "test_oracle.py": 1278,
-    "object-store": 1474,
+    "object-store": 1290,
     "test_pipeline_e2e.py": 700,
     "test_benchmarks.py": 543,
     "test_peers.py": 691,
