@@ -94,18 +94,19 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_table_formats.py:delta": 1100,
-    "test_oracle_faults.py": 1243,
-    "test_oracle.py": 1278,
-    "object-store": 1290,
-    "test_pipeline_e2e.py": 700,
-    "test_benchmarks.py": 543,
-    "test_peers.py": 691,
-    "test_table_formats.py:hudi": 700,
-    "test_oracle_ddl.py": 264,
-    "test_schema_changes.py": 255,
-    "test_debezium_samples_e2e.py": 294,
-    "empty-lakehouse": 200,
+    "object-store": 1108,
+    "test_oracle.py": 1074,
+    "test_table_formats.py:delta": 612,
+    "test_table_formats.py:hudi": 566,
+    "test_pipeline_e2e.py": 496,
+    "test_peers.py": 467,
+    "test_oracle_faults.py": 453,
+    "test_benchmarks.py": 415,
+    "test_debezium_samples_e2e.py": 250,
+    "test_oracle_ddl.py": 199,
+    "test_schema_changes.py": 193,
+    "empty-lakehouse": 103,
+    "test_decode.py": 84,
 }
 
 
