@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,8 +136,6 @@ def empty_lakehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     and the docs site's catalog, built once for both (group `empty-lakehouse`). Returns the
     lakehouse, its landing root and a copy of the generated site (later dbt commands rewrite
     target/)."""
-    import shutil
-
     from lakehouse import run_dbt
 
     lakehouse = tmp_path_factory.mktemp("empty-lakehouse")

@@ -8,8 +8,8 @@ same deliveries and checks as test_pipeline_e2e's `stepwise` on Iceberg:
 1. each topic's first and last landing file, then the files between (late events across runs:
    silver takes the whole-log replace path, on Hudi the one that deletes the keys the result
    lacks in a statement of its own, since Hudi ignores `when not matched by source`), the data
-   tests on the second build: silver, the source-equivalent gold and the histories' current
-   versions equal the source in every column (arrays included: Hudi's row writer once read
+   tests on the second build: silver and the histories' current versions equal the source in
+   every column (arrays included: Hudi's row writer once read
    them back as null, see profiles/profiles.yml), and no data test fails;
 2. the format's maintenance (`cdc_compact`, `cdc_expire_snapshots`, `cdc_remove_orphan_files`)
    on a bronze and a silver table, leaving the rows as they were;
@@ -61,6 +61,8 @@ ORDERS_TOPIC = "northwind.public.orders"
 CUSTOMERS = "silver.customers"
 # The killed create planted on Hudi: where step 2 creates customers' batch table.
 ORPHAN = Path("warehouse") / "silver.db" / "customers__cdc_batch"
+# Hudi's completed instants (a pending one ends in .requested or .inflight)
+HUDI_COMMITS = {".commit", ".replacecommit", ".deltacommit"}
 
 
 def build(lakehouse: Path, landing: Path, export: str, *, data_tests: bool = False) -> dict:
@@ -108,8 +110,6 @@ def commits(lakehouse: Path, schema: str) -> dict[str, int]:
             counted[table.name] = len(done)
     return counted
 
-
-HUDI_COMMITS = {".commit", ".replacecommit", ".deltacommit"}
 
 # Maintenance of a bronze table (two builds appended files to it), a silver table and, on
 # Delta, its tombstones (MERGEs left deletion vectors in them).
