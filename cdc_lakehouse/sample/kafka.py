@@ -10,7 +10,9 @@ connector in a Kafka Connect worker -> Kafka (one KRaft broker) -> the landing s
 
 Every server binds 127.0.0.1 on a free port and is stopped by pid. The connectors get the
 capture tool's own Debezium settings (`capture.engine.engine_properties`, same Debezium release)
-and its converters, so the two pipelines can be compared event for event (`landing_events`).
+and its converters, after its check of the source (`capture.preflight.check_source`: a
+partitioned table is captured through its root), so the two pipelines can be compared event for
+event (`landing_events`).
 The jars come from `make install-dev` (jars/connect/, pinned in jvm/connect/pom.xml). Confluent's
 JDBC source connector is not served from Maven Central: the query-based table is polled by the
 capture tool's JDBC poller into the same landing zone.
@@ -35,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cdc_lakehouse.capture import preflight
 from cdc_lakehouse.capture.config import CaptureConfig
 from cdc_lakehouse.capture.engine import engine_properties
 from cdc_lakehouse.layout import Layout, TopicFiles
@@ -269,9 +272,16 @@ class KafkaPipeline:
 
     def source_connector(self, group: CaptureGroup) -> dict[str, str]:
         """Debezium's connector with the capture tool's settings (the same function builds
-        both), its converters as connector settings, and the marker table streamed."""
+        both), its converters as connector settings, and the marker table streamed.
+
+        The capture tool's check of the source runs first, with its one-line errors: among
+        them, a partition listed itself and a publication without publish_via_partition_root.
+        It returns the partitioned tables; with one in the group, the connector creates its
+        publication with the option, or it would name a partition's changes by the leaf
+        partition and Debezium would drop them (only the snapshot would land)."""
         config = self.capture_config(group)
-        props = engine_properties(config, marker=False)
+        source = preflight.check_source(config, marker=False)
+        props = engine_properties(config, marker=False, via_partition_root=bool(source.partitioned))
         for key in ENGINE_ONLY:
             props.pop(key)
         schemas = props.pop("converter.schemas.enable")

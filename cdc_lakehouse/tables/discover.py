@@ -26,7 +26,7 @@ import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
 from cdc_lakehouse.spec import spark_type
-from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source
+from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source, qualified_model
 
 DEFAULT_PASSWORD_ENV = "CDC_PG_PASSWORD"
 
@@ -298,8 +298,17 @@ def _scalar(value: str) -> str:
     return dumped
 
 
-def entry_text(found: Found, *, delete_mode: str | None, topic: str | None) -> str:
+def entry_text(
+    found: Found,
+    *,
+    delete_mode: str | None,
+    topic: str | None,
+    model: str | None = None,
+    taken_by: str | None = None,
+) -> str:
     lines = [f"  {found.name}:"]
+    if model:
+        lines.append(f"    model: {model}  # {taken_by}")
     if topic:
         lines.append(f"    topic: {_scalar(topic)}")
     if found.shape and topic:
@@ -345,6 +354,27 @@ def _keys(pairs: Sequence[str]) -> dict[str, list[str]]:
     return keys
 
 
+# Folders of hand-written models (dbt's model-paths in dbt_project.yml).
+MODEL_DIRS = ("models", "python_models")
+
+
+def project_models(project: Path) -> dict[str, str]:
+    """Every model name the project has, and whose it is: the silver and history models of every
+    registry entry (history too when off: turning it on must not clash) and the model files."""
+    taken: dict[str, str] = {}
+    folder = project / REGISTRY_DIR
+    for path in sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+        for table in load_source(path).tables:
+            owner = f"{REGISTRY_DIR}/{path.name}, entry `{table.name}`"
+            taken.setdefault(table.silver_model, owner)
+            taken.setdefault(table.history_model, owner)
+    for name in MODEL_DIRS:
+        for path in sorted((project / name).rglob("*")) if (project / name).is_dir() else []:
+            if path.suffix in (".sql", ".py") and path.is_file():
+                taken.setdefault(path.stem, path.relative_to(project).as_posix())
+    return taken
+
+
 def add_to_registry(
     path: Path,
     source: str,
@@ -355,7 +385,10 @@ def add_to_registry(
     delete_mode: str | None,
     report: Report,
 ) -> None:
-    """Append the tables not registered yet to the registry file (create it when missing)."""
+    """Append the tables not registered yet to the registry file (create it when missing). A
+    table whose name (or its history's) is already a model of the project, another source's
+    table of the same name say, gets `model: <source>_<table>` (README "Onboard a database")."""
+    taken = project_models(path.parent.parent)
     existing: dict[str, Any] = {}
     if path.exists():
         doc = yaml.safe_load(path.read_text()) or {}
@@ -397,7 +430,34 @@ def add_to_registry(
                 f"{table.name}: no primary key; give one with --key {table.name}=col1,col2"
             )
             continue
-        text += entry_text(table, delete_mode=delete_mode, topic=topic)
+        if table.name in report.added:
+            where = f" ({topic})" if topic else ""
+            report.skipped.append(
+                f"{table.name}{where}: a table of that name is added already (from another "
+                "schema); register this one in a source of its own (--source)"
+            )
+            continue
+        model, taken_by = None, None
+        names = (table.name, f"{table.name}_history")
+        clash = [f"`{name}` is taken by {taken[name]}" for name in names if name in taken]
+        if clash:
+            model, taken_by = qualified_model(source, table.name), clash[0]
+            if {model, f"{model}_history"} & set(taken):
+                report.skipped.append(
+                    f"{table.name}: {taken_by}, and so is {model}: add its entry by hand with "
+                    "a `model:` of your choice"
+                )
+                continue
+            report.notes.append(
+                f"{table.name}: registered with `model: {model}` (models {model}, "
+                f"{model}_history): {taken_by}"
+            )
+        silver = model or table.name
+        for name in (silver, f"{silver}_history"):
+            taken[name] = f"{REGISTRY_DIR}/{path.name}, entry `{table.name}`"
+        text += entry_text(
+            table, delete_mode=delete_mode, topic=topic, model=model, taken_by=taken_by
+        )
         report.added.append(table.name)
         report.notes += [f"{table.name}.{note}" for note in table.notes]
     if not report.added and path.exists():

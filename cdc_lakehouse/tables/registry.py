@@ -262,21 +262,47 @@ def load_source(path: Path) -> Source:
     return Source(source, path, tables, doc.get("description"))
 
 
+def qualified_model(source: str, name: str) -> str:
+    """The silver model name of a table whose own name is already a model's: `<source>_<table>`
+    (as its column doc blocks are named; its history is `<source>_<table>_history`)."""
+    return f"{source}_{name}"
+
+
+def _models(table: Table) -> tuple[tuple[str, str], ...]:
+    """(model, what it is to its entry): the names an entry takes, history included even when
+    off, so that turning it on later cannot clash."""
+    return ((table.silver_model, "silver model"), (table.history_model, "history model"))
+
+
+def _clash(
+    model: str, one: tuple[Path, Table, str], other: tuple[Path, Table, str], taken: set[str]
+) -> RegistryError:
+    """The error naming both entries that generate `model`, with a `model:` that fixes it."""
+    (path, table, what), (other_path, other_table, other_what) = one, other
+    fixes = []
+    for fix_path, fix_table in ((other_path, other_table), (path, table)):
+        name = qualified_model(fix_table.source, fix_table.name)
+        if not {name, f"{name}_history"} & taken:
+            fixes.append(f"`model: {name}` in the entry of `{fix_table.name}` in {fix_path}")
+    suggestion = f" (e.g. {' or '.join(fixes)})" if fixes else ""
+    return RegistryError(
+        f"{path}: tables.{table.name}: its {what} {model} is also the {other_what} of the entry "
+        f"`{other_table.name}` in {other_path}: two entries cannot generate one model; set "
+        f"`model:` on one of them to name its silver model{suggestion}"
+    )
+
+
 def load(project: Path) -> list[Source]:
     """Every registry file of a project (`<project>/tables/*.yml`), checked for clashes."""
     folder = Path(project) / REGISTRY_DIR
     sources = [load_source(p) for p in sorted(folder.glob("*.yml"))] if folder.is_dir() else []
-    seen: dict[str, str] = {}
-    for source in sources:
-        for table in source.tables:
-            for model in (table.silver_model, table.history_model):
-                where = f"{source.path}: {table.name}"
-                if model in seen and seen[model] != where:
-                    raise RegistryError(
-                        f"{where}: model {model} is also generated for {seen[model]}; "
-                        "set `model:` on one of the entries to name its silver model"
-                    )
-                seen[model] = where
+    named = [(m, (s.path, t, what)) for s in sources for t in s.tables for m, what in _models(t)]
+    taken = {model for model, _ in named}
+    seen: dict[str, tuple[Path, Table, str]] = {}
+    for model, entry in named:
+        if model in seen and seen[model][1] is not entry[1]:
+            raise _clash(model, entry, seen[model], taken)
+        seen[model] = entry
     return sources
 
 

@@ -38,11 +38,13 @@ from cdc_lakehouse.capture.engine import (
     offsets_look_complete,
     prepare_state,
 )
-from cdc_lakehouse.capture.preflight import wait_until_streaming
+from cdc_lakehouse.capture.preflight import PreflightError, wait_until_streaming
 from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name, murmur2, partition_for
 from cdc_lakehouse.capture.upload import Uploader
 from cdc_lakehouse.layout import Layout, TopicFiles
 from cdc_lakehouse.pg import TemporaryPostgres, free_port
+from cdc_lakehouse.sample.harness import CaptureGroup, SourceHarness
+from cdc_lakehouse.sample.kafka import KafkaPipeline
 
 pytestmark = pytest.mark.system
 
@@ -389,6 +391,37 @@ def test_preflight_refuses_partitions_not_captured_through_the_root(
         config_for(pg, tmp_path, name="pay_both", tables=["payment", "payment_2024_01"]),
         "public.payment_2024_01 is a partition of public.payment, which is captured too",
     )
+
+
+def test_kafka_connect_captures_a_partitioned_table_through_its_root(
+    partitioned_pg: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """The Kafka Connect path (`sample/kafka.py`) gives Debezium's connector the capture tool's
+    settings after the capture tool's pre-check: with a partitioned table listed, the publication
+    the connector creates publishes through the root (else every streamed change of the table
+    would be named by its leaf partition and dropped), and the same refusals apply. The
+    connector config is checked here; no Kafka is started."""
+    pg = partitioned_pg
+    pg.execute(None, "create table if not exists plain (id int primary key)", autocommit=True)
+    harness = SourceHarness(pg, landing=tmp_path / "landing", state_dir=tmp_path, seed=1)
+    kafka = KafkaPipeline(harness, work=tmp_path / "kafka", landing=tmp_path / "landing")
+
+    def connector(name: str, *tables: str) -> dict[str, str]:
+        return kafka.source_connector(CaptureGroup(name, "envelope", True, tables))
+
+    both = connector("kpay", "payment", "plain")
+    assert both["publish.via.partition.root"] == "true"
+    assert both["table.include.list"] == r"public\.payment,public\.plain,public\.cdc_kafka_marker"
+    assert "publish.via.partition.root" not in connector("kplain", "plain")  # PostgreSQL 12
+
+    pg.execute(None, "create publication cdc_kafka_kown_pub for table payment", autocommit=True)
+    try:
+        with pytest.raises(PreflightError, match="cdc_kafka_kown_pub exists without publish_via"):
+            connector("kown", "payment")
+    finally:
+        pg.execute(None, "drop publication cdc_kafka_kown_pub", autocommit=True)
+    with pytest.raises(PreflightError, match="capture public.payment instead"):
+        connector("kleaf", "payment_2024_01")
 
 
 def test_config_errors_exit_2(tmp_path: Path) -> None:

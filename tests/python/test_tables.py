@@ -22,7 +22,7 @@ from cdc_lakehouse.layout import Layout
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample import northwind
 from cdc_lakehouse.spec import TableSpec, spark_type
-from cdc_lakehouse.tables import registry
+from cdc_lakehouse.tables import discover, registry
 from cdc_lakehouse.tables.__main__ import main
 from cdc_lakehouse.tables.generate import MARK, check, outputs, write
 
@@ -175,7 +175,10 @@ def test_add_edit_and_remove_a_table(tmp_path: Path) -> None:
         ("  t:\n    key: [id]\n    shape: debezium\n", "shape must be one of"),
         ("  t:\n    key: [id]\n    history: {ignore: [a]}\n", "history: unknown setting(s)"),
         ("  t:\n    key: [id]\n  t_history:\n    key: [id]\n    history: false\n", None),
-        ("  a:\n    key: [id]\n  b:\n    key: [id]\n    model: a\n", "model a is also generated"),
+        (
+            "  a:\n    key: [id]\n  b:\n    key: [id]\n    model: a\n",
+            "tables.b: its silver model a is also the silver model of the entry `a`",
+        ),
     ],
 )
 def test_a_malformed_entry_is_named_with_its_file(
@@ -186,13 +189,116 @@ def test_a_malformed_entry_is_named_with_its_file(
     )
     if message is None:
         # `t_history` the table and `t`'s history model share a name: caught, not overwritten
-        with pytest.raises(registry.RegistryError, match="t_history is also generated"):
+        with pytest.raises(
+            registry.RegistryError,
+            match="its silver model t_history is also the history model of the entry `t`",
+        ):
             registry.load(project)
         return
     with pytest.raises(registry.RegistryError) as error:
         registry.load(project)
     assert str(project / "tables" / "shop.yml") in str(error.value)
     assert message in str(error.value)
+
+
+def project_with_the_sample(tmp_path: Path) -> Path:
+    """A user's project: the bundled sample's registry (northwind, pagila) and a gold model."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "tables", project / "tables")
+    gold = project / "models" / "gold" / "fct_sales.sql"
+    gold.parent.mkdir(parents=True)
+    gold.write_text("select 1 as id\n")
+    return project
+
+
+def test_a_table_named_like_a_model_is_registered_under_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user's source has a table named like one of the sample's (`address`: Pagila's,
+    `customers`: Northwind's) or like a hand-written model: the writers name its models
+    `<source>_<table>` and say so, and `make tables` then generates without a clash."""
+    project = project_with_the_sample(tmp_path)
+    landing = tmp_path / "landing"
+    shutil.copytree(SAMPLE / "landing", landing)
+    args = ["--project", str(project), "from-landing", "--source", "crm", "--root", str(landing)]
+    assert main([*args, "--include", "*customers", "--key", "customers=customer_id"]) == 0
+    out = capsys.readouterr().out
+    assert "1 table(s) added: customers" in out
+    assert (
+        "note    customers: registered with `model: crm_customers` (models crm_customers, "
+        "crm_customers_history): `customers` is taken by tables/northwind.yml, entry "
+        "`customers`"
+    ) in out
+
+    # What `from-postgres` found, through the function both commands write with.
+    def found(name: str) -> tuple[discover.Found, None]:
+        return discover.Found(name, ["id"], [("id", "int", None), ("city", "text", None)]), None
+
+    report = discover.Report()
+    discover.add_to_registry(
+        project / "tables" / "mydb.yml",
+        "mydb",
+        # `address` twice: the second from another schema of the same source
+        [found(n) for n in ("address", "fct_sales", "stores", "address_history", "address")],
+        landing={"topic_prefix": "mydb.public"},
+        description=None,
+        delete_mode=None,
+        report=report,
+    )
+    assert report.added == ["address", "fct_sales", "stores"]
+    assert report.notes == [
+        "address: registered with `model: mydb_address` (models mydb_address, "
+        "mydb_address_history): `address` is taken by tables/pagila.yml, entry `address`",
+        "fct_sales: registered with `model: mydb_fct_sales` (models mydb_fct_sales, "
+        "mydb_fct_sales_history): `fct_sales` is taken by models/gold/fct_sales.sql",
+    ]
+    assert report.skipped == [
+        # Pagila's history model, and so is the name this source's `address` history took
+        "address_history: `address_history` is taken by tables/pagila.yml, entry `address`, "
+        "and so is mydb_address_history: add its entry by hand with a `model:` of your choice",
+        "address: a table of that name is added already (from another schema); register this "
+        "one in a source of its own (--source)",
+    ]
+    models = {t.name: t.silver_model for t in registry.load(project)[1].tables}
+    assert models == {"address": "mydb_address", "fct_sales": "mydb_fct_sales", "stores": "stores"}
+    assert (
+        "    model: mydb_address  # `address` is taken by tables/pagila.yml, entry `address`\n"
+        in (project / "tables" / "mydb.yml").read_text()
+    )
+
+    write(project)  # no clash
+    assert check(project) == []
+    silver = {p.stem for p in (project / "models" / "silver").glob("*.sql")}
+    assert {"address", "customers", "crm_customers", "mydb_address", "stores"} <= silver
+    assert (project / "models/silver/history/mydb_address_history.sql").exists()
+    assert (project / "python_models/bronze/mydb/bronze_mydb__address.py").exists()
+
+
+def test_a_model_clash_names_both_entries_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry written by hand with the name of another source's table stops `make tables`:
+    the error names both entries and the `model:` that fixes it."""
+    project = project_with_the_sample(tmp_path)
+    mydb = project / "tables" / "mydb.yml"
+    mydb.write_text(
+        "source: mydb\nlanding: {topic_prefix: mydb.public}\ntables:\n"
+        "  address:\n    key: [address_id]\n"
+    )
+    assert main(["--project", str(project), "generate"]) == 2
+    error = capsys.readouterr().err
+    pagila = project / "tables" / "pagila.yml"
+    assert error == (
+        f"error: {pagila}: tables.address: its silver model address is also the silver model "
+        f"of the entry `address` in {mydb}: two entries cannot generate one model; set "
+        "`model:` on one of them to name its silver model (e.g. `model: mydb_address` in the "
+        f"entry of `address` in {mydb} or `model: pagila_address` in the entry of `address` "
+        f"in {pagila})\n"
+    )
+    assert not (project / "models").joinpath("silver").exists()
+    mydb.write_text(mydb.read_text() + "    model: mydb_address\n")
+    assert main(["--project", str(project), "generate"]) == 0
+    assert check(project) == []
 
 
 SHOP_DDL = """
