@@ -28,9 +28,10 @@ AGREEMENT = "cdc_history_matches_current_state_customers_history"
 
 def selected(lakehouse: Path, selection: str) -> dict[str, dict]:
     """unique_id -> node (`resource_type`, `depends_on`) of what `dbt build -s <selection>`
-    runs."""
+    runs (with an empty selection: what a plain `dbt build` runs)."""
     keys = ["unique_id", "resource_type", "depends_on"]
-    args = ["ls", "--quiet", "-s", *selection.split(), "--output", "json", "--output-keys", *keys]
+    select = ["-s", *selection.split()] if selection else []
+    args = ["ls", "--quiet", *select, "--output", "json", "--output-keys", *keys]
     result = run_dbt(args, lakehouse=lakehouse, env={})  # a CLI process: parsing only
     nodes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     return {node["unique_id"]: node for node in nodes}
@@ -55,3 +56,22 @@ def test_a_selection_runs_the_data_tests_of_what_it_builds(tmp_path: Path) -> No
         "source:landing_northwind.customers+": True,
         "+customers +customers_history": True,
     }
+
+
+def test_a_plain_build_runs_the_pipeline_and_its_data_tests_not_the_unit_tests(
+    tmp_path: Path,
+) -> None:
+    """selectors.yml's default: a scheduled `dbt build` leaves the dbt unit tests out (about
+    half of a no-op build's work); `dbt test -s test_type:unit` runs every one of them."""
+    lakehouse = tmp_path / "lakehouse"
+    plain = selected(lakehouse, "")
+    kinds = {node["resource_type"] for node in plain.values()}
+    assert {"model", "seed", "snapshot", "test", "source"} <= kinds, kinds
+    assert "unit_test" not in kinds
+    manifest = json.loads((lakehouse / "target" / "manifest.json").read_text())
+    hooks = {uid for uid in manifest["nodes"] if uid.startswith("operation.")}  # not selectable
+    everything = {*manifest["nodes"], *manifest["sources"]} - hooks
+    unit_tests = set(manifest["unit_tests"])
+    assert len(unit_tests) >= 28
+    assert everything - set(plain) == set(), sorted(everything - set(plain))[:10]
+    assert set(selected(lakehouse, "test_type:unit")) == unit_tests
