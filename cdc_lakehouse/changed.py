@@ -111,12 +111,17 @@ def plan(
 
 
 def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str]:
-    """The dbt command with `--select` the changed tables (added to the user's own)."""
+    """The dbt command with `--select` the changed tables (added to the user's own). Without
+    dbt unit tests, as a plain build (selectors.yml): a `--select` replaces that default, and
+    unit tests check SQL, which a landed file does not change. A command that names resource
+    types itself keeps its own."""
     command = list(command)
     for flag in ("--select", "-s"):
         if flag in command:
             raise ValueError(f"{flag} is chosen by this tool; use --exclude to narrow it")
-    return [*command, "--select", *selection]
+    types = {"--resource-type", "--resource-types", "--exclude-resource-type"}
+    without_unit_tests = [] if types & set(command) else ["--exclude-resource-type", "unit_test"]
+    return [*command, "--select", *selection, *without_unit_tests]
 
 
 def next_run(

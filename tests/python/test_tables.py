@@ -553,7 +553,10 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     assert changed.plan(project, "s3a://bucket/landing", state)[0] is None
     assert changed.plan(project, str(landing), state, build_all=True)[0] is None
     assert changed.with_selection(["build", "--exclude", "x"], ["source:a.b+"]) == [
-        "build", "--exclude", "x", "--select", "source:a.b+"
+        "build", "--exclude", "x", "--select", "source:a.b+", "--exclude-resource-type", "unit_test"
+    ]  # fmt: skip
+    assert changed.with_selection(["build", "--resource-type", "unit_test"], ["source:a.b+"]) == [
+        "build", "--resource-type", "unit_test", "--select", "source:a.b+"
     ]  # fmt: skip
     with pytest.raises(ValueError, match="--select is chosen by this tool"):
         changed.with_selection(["build", "--select", "x"], ["source:a.b+"])
