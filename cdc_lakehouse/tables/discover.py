@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
-from cdc_lakehouse.spec import spark_type
+from cdc_lakehouse.spec import declared_type, spark_type
 from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source, qualified_model
 
 DEFAULT_PASSWORD_ENV = "CDC_PG_PASSWORD"
@@ -82,20 +82,6 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
         return "text", f"type {pg_type} is read as text"
 
 
-_SPARK_TO_DECLARED = {
-    "string": "text",
-    "tinyint": "smallint",
-    "smallint": "smallint",
-    "int": "int",
-    "bigint": "bigint",
-    "float": "real",
-    "double": "double",
-    "boolean": "boolean",
-    "binary": "bytea",
-    "date": "date",
-    "timestamp_ntz": "timestamp",
-    "timestamp": "timestamptz",
-}
 _LOGICAL_DECLARED = {"io.debezium.data.Json": "jsonb", "io.debezium.data.Uuid": "uuid"}
 
 
@@ -105,10 +91,7 @@ def declared_from_connect(field_schema: Mapping[str, Any]) -> str:
         return _LOGICAL_DECLARED[field_schema["name"]]
     if field_schema.get("type") == "array":
         return declared_from_connect(field_schema.get("items") or {}) + "[]"
-    _, natural = connect_encoding(dict(field_schema))
-    if natural.startswith("decimal"):
-        return "numeric" + natural[len("decimal") :]
-    return _SPARK_TO_DECLARED.get(natural, "text")
+    return declared_type(connect_encoding(dict(field_schema))[1])
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------------
