@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lakehouse.spec import TableSpec, declared_type, spark_type
+from cdc_lakehouse.spec import TYPE_ALIASES, TableSpec, declared_type, spark_type
 
 OPS = ("c", "u", "r", "d", "t")
 METADATA_COLUMNS = (
@@ -165,7 +165,8 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
         if spec.shape == "jdbc":
             return Encoding("epoch_millis")  # the JDBC source maps timestamptz to Connect Timestamp
         return Encoding("zoned")  # Debezium: timestamptz is a UTC ISO string in every mode
-    if name == "time":
+    bare = re.sub(r"\(\d+\)", "", name)  # time(3) is a time too
+    if TYPE_ALIASES.get(bare, bare) == "time":
         return Encoding(_TIME_BY_MODE[spec.time_precision_mode])
     return TEXT if out == "string" else PLAIN
 

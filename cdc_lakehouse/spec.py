@@ -38,6 +38,8 @@ DECLARED_TYPES = {
     "timestamp": "timestamp_ntz",
     "timestamptz": "timestamp",
     "time": "string",
+    # Debezium's io.debezium.time.ZonedTime text, in UTC (`11:14:15.123456Z`), kept as it is
+    "timetz": "string",
     "bytea": "binary",
     "binary": "binary",
 }
@@ -58,6 +60,8 @@ TYPE_ALIASES = {
     "bool": "boolean",
     "timestampwithouttimezone": "timestamp",
     "timestampwithtimezone": "timestamptz",
+    "timewithouttimezone": "time",
+    "timewithtimezone": "timetz",
 }
 
 

@@ -65,16 +65,45 @@ class Report:
 # -- type mapping -------------------------------------------------------------------------------
 
 
+# Types whose registry type is what Debezium's PostgreSQL connector writes for them (its "Data
+# type mappings", default handling modes), as a real capture showed: `money` a Connect Decimal of
+# scale `money.fraction.digits` (2) and no precision; `bit(1)` a boolean, other bit strings
+# io.debezium.data.Bits bytes; `interval` io.debezium.time.MicroDuration, an int64 of
+# microseconds; `oid` an int64.
+_DEBEZIUM_DECLARED = {
+    "money": "numeric(38,2)",
+    "bit": "boolean",
+    "bit(1)": "boolean",
+    "oid": "bigint",
+}
+_BITS_NOTE = (
+    "type {} is declared bytea: Debezium's bits, as an unsigned number, least significant byte "
+    "first"
+)
+_INTERVAL_NOTE = (
+    "type {} is declared bigint: microseconds, as Debezium writes it with "
+    "interval.handling.mode=numeric (the default; declare text with =string)"
+)
+
+
 def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
     """A registry type for a PostgreSQL type as `format_type` spells it, and a note when it
-    has no typed mapping (kept as text: enums, intervals, network and geometric types...)."""
+    has no typed mapping (kept as text: enums, network and geometric types...) or one a reader
+    should know about."""
     t = pg_type.strip()
     if t.endswith("[]"):
         inner, note = declared_from_postgres(t[:-2])
         return f"{inner}[]", note
     lowered = t.lower()
     if lowered.startswith("time") and not lowered.startswith("timestamp"):
-        return "time", None
+        # Debezium writes a timetz as io.debezium.time.ZonedTime text, in UTC: `11:14:15.5Z`
+        return ("timetz" if lowered.endswith("with time zone") else "time"), None
+    if lowered in _DEBEZIUM_DECLARED:
+        return _DEBEZIUM_DECLARED[lowered], None
+    if lowered.startswith(("bit(", "bit varying")):
+        return "bytea", _BITS_NOTE.format(pg_type)
+    if lowered.startswith("interval"):
+        return "bigint", _INTERVAL_NOTE.format(pg_type)
     try:
         spark_type(t)
         return t, None
@@ -82,7 +111,11 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
         return "text", f"type {pg_type} is read as text"
 
 
-_LOGICAL_DECLARED = {"io.debezium.data.Json": "jsonb", "io.debezium.data.Uuid": "uuid"}
+_LOGICAL_DECLARED = {
+    "io.debezium.data.Json": "jsonb",
+    "io.debezium.data.Uuid": "uuid",
+    "io.debezium.time.ZonedTime": "timetz",
+}
 
 
 def declared_from_connect(field_schema: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 from cdc_lakehouse.decode import backfills, declared_encoding, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import DECLARED_TYPES, SHAPES, TableSpec, spark_type
+from cdc_lakehouse.tables.discover import declared_from_postgres
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
@@ -1094,6 +1095,80 @@ def test_a_declared_type_the_events_contradict_stops_the_build(spark: SparkSessi
         else:
             if schema["c"].dataType.simpleString() != kept:
                 problems[case] = schema["c"].dataType.simpleString()
+    assert problems == {}
+
+
+# PostgreSQL types `from-postgres` once declared as `text` (or `time`), as `format_type` spells
+# them, with the field Debezium 3.6.3 wrote for each in a real capture (schemas on, default
+# handling modes) and two rows' values there: what each decodes to, with schemas and without.
+ODD_TYPES: dict[str, tuple[str, dict, list[Any], list[Any]]] = {
+    "tz": (
+        "time with time zone",
+        connect_field("tz", "string", "io.debezium.time.ZonedTime"),
+        ["11:14:15.123456Z", None],
+        ["11:14:15.123456Z", None],
+    ),
+    "tz3": (
+        "time(3) with time zone",
+        connect_field("tz3", "string", "io.debezium.time.ZonedTime"),
+        ["18:44:15.5Z", None],
+        ["18:44:15.5Z", None],
+    ),
+    "m": (
+        "money",
+        connect_field("m", "bytes", DECIMAL, scale="2"),
+        ["EtaH", "gAAAAAAAAAA="],
+        [Decimal("12345.67"), Decimal("-92233720368547758.08")],
+    ),
+    "b1": ("bit(1)", connect_field("b1", "boolean"), [True, None], [True, None]),
+    "b3": (
+        "bit(3)",
+        connect_field("b3", "bytes", "io.debezium.data.Bits", length="3"),
+        ["BQ==", None],
+        [b"\x05", None],
+    ),
+    "vb": (
+        "bit varying(5)",
+        connect_field("vb", "bytes", "io.debezium.data.Bits", length="5"),
+        ["GQ==", None],
+        [b"\x19", None],
+    ),
+    "iv": (
+        "interval",
+        connect_field("iv", "int64", "io.debezium.time.MicroDuration"),
+        [37091106789000, -86400000000],
+        [37091106789000, -86400000000],
+    ),
+    "o": ("oid", connect_field("o", "int64"), [4000000000, 1], [4000000000, 1]),
+}
+
+
+def test_types_from_postgres_decode_what_debezium_writes(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`from-postgres` declares each type as what Debezium writes for it: schemas off, the
+    declared type decodes the values exactly, into the type the embedded schema gives schemas on
+    (before: a timetz declared `time` rejected every row without schemas; money, bit strings and
+    intervals kept Debezium's base64 text or microseconds as text)."""
+    declared = {"id": "int"}
+    declared.update({c: declared_from_postgres(case[0])[0] for c, case in ODD_TYPES.items()})
+    fields = [connect_field("id", "int32")] + [case[1] for case in ODD_TYPES.values()]
+    rows = [{"id": key} | {c: case[2][key - 1] for c, case in ODD_TYPES.items()} for key in (1, 2)]
+    with_schema = [wrapped(envelope("c", row, lsn=row["id"]), fields) for row in rows]
+    bare = [compact(envelope("c", row | {"id": row["id"] + 2}, lsn=row["id"] + 2)) for row in rows]
+    write_landing(tmp_path, "t.odd", with_schema + bare, files=1)
+    df = decode(spark, tmp_path, TableSpec(topic="t.odd", key=("id",), columns=declared))
+    decoded = collect(df)
+    embedded = decoded_schema(spark, TableSpec(topic="t.odd", key=("id",)), fields)
+    problems = {}
+    for column, (pg_type, _, _, expected) in ODD_TYPES.items():
+        values = [r[column] for r in decoded]
+        if values != expected + expected:
+            problems[pg_type] = (declared[column], values)
+        natural = embedded[column].dataType.simpleString()
+        if dict(df.dtypes)[column] != natural:
+            problems[f"{pg_type} type"] = (declared[column], dict(df.dtypes)[column], natural)
+    assert [r._cdc_reject_reason for r in decoded] == [None] * 4
     assert problems == {}
 
 
