@@ -7,7 +7,9 @@ typed values with built-in SQL functions: no Python per row, so Spark's code gen
 How a value is written (its *encoding*) comes from the Kafka Connect schema embedded in the line
 when the JsonConverter has `schemas.enable=true`, otherwise from the declared column type and the
 connector's `decimal.handling.mode` / `time.precision.mode`. What it becomes (its output type)
-comes from the declared type, else from the embedded schema.
+comes from the declared type, else from the embedded schema; an embedded schema that widened a
+declared type at the source widens the column, one that contradicts it stops the decoder (see
+declared_type_change).
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lakehouse.spec import TableSpec, spark_type
+from cdc_lakehouse.spec import TYPE_ALIASES, TableSpec, declared_type, spark_type
 
 OPS = ("c", "u", "r", "d", "t")
 METADATA_COLUMNS = (
@@ -76,8 +79,9 @@ TEXT = Encoding("text")
 PLAIN = Encoding("plain")
 
 # Kafka Connect logical types (schemas on) -> (encoding, output type when none is declared).
+_VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 _LOGICAL_TYPES: dict[str, tuple[Encoding, str]] = {
-    "io.debezium.data.VariableScaleDecimal": (Encoding("variable_decimal"), "decimal(38,18)"),
+    _VARIABLE_DECIMAL: (Encoding("variable_decimal"), "decimal(38,18)"),
     "io.debezium.time.Date": (Encoding("epoch_days"), "date"),
     "org.apache.kafka.connect.data.Date": (Encoding("epoch_days"), "date"),
     "io.debezium.time.Time": (Encoding("millis_time"), "string"),
@@ -161,7 +165,8 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
         if spec.shape == "jdbc":
             return Encoding("epoch_millis")  # the JDBC source maps timestamptz to Connect Timestamp
         return Encoding("zoned")  # Debezium: timestamptz is a UTC ISO string in every mode
-    if name == "time":
+    bare = re.sub(r"\(\d+\)", "", name)  # time(3) is a time too
+    if TYPE_ALIASES.get(bare, bare) == "time":
         return Encoding(_TIME_BY_MODE[spec.time_precision_mode])
     return TEXT if out == "string" else PLAIN
 
@@ -177,18 +182,75 @@ def _decimal_precision(spark_type_name: str) -> int:
     return int(match.group(1)) if match else 99
 
 
+_INTS = ("tinyint", "smallint", "int", "bigint")
+_INT_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+
+
 def widen(a: str, b: str) -> str:
     """A type that holds both (columns whose type changed between embedded schemas)."""
     if a == b:
         return a
-    ints = ["tinyint", "smallint", "int", "bigint"]
-    if a in ints and b in ints:
-        return max(a, b, key=ints.index)
+    if a in _INTS and b in _INTS:
+        return max(a, b, key=_INTS.index)
     if a.startswith("decimal") and b.startswith("decimal"):
         return f"decimal(38,{max(_decimal_scale(a), _decimal_scale(b))})"
-    if {a, b} <= {*ints, "float", "double"}:
+    if {a, b} <= {*_INTS, "float", "double"}:
         return "double"
     return "string"
+
+
+def type_change(declared: str, event: str) -> str:
+    """How a column declared as Spark type `declared` takes the values of an embedded schema
+    that gives them Spark type `event`: `fits` when the declared type holds every such value,
+    or when `event` is only how a connector setting writes it (a decimal as a string or a
+    double: decimal.handling.mode; a timestamptz as the JDBC source's Connect Timestamp);
+    `widens` when the source widened the column in place as the README's DDL table lists
+    (integers to wider ones, real to double precision, a numeric's precision at the same
+    scale); `conflicts` for anything else."""
+    if declared == event or declared == "string":
+        return "fits"
+    if declared.startswith("array<") and event.startswith("array<"):
+        # a list's element type is not promoted in place: the declared one stays if it can
+        items = type_change(declared[6:-1], event[6:-1])
+        return "conflicts" if items == "conflicts" else "fits"
+    if declared.startswith("decimal"):
+        precision, scale = _decimal_precision(declared), _decimal_scale(declared)
+        if event in ("string", "float", "double"):
+            return "fits"
+        if event in _INTS:
+            return "fits" if precision - scale >= _INT_DIGITS[event] else "conflicts"
+        if not event.startswith("decimal"):
+            return "conflicts"
+        event_precision, event_scale = _decimal_precision(event), _decimal_scale(event)
+        if event_scale <= scale and event_precision - event_scale <= precision - scale:
+            return "fits"
+        return "widens" if event_scale == scale else "conflicts"
+    if declared in _INTS and event in _INTS:
+        return "fits" if _INTS.index(event) <= _INTS.index(declared) else "widens"
+    exact = {
+        ("float", "double"): "widens",
+        ("double", "float"): "fits",
+        ("timestamp", "timestamp_ntz"): "fits",
+        **{("double", i): "fits" for i in ("tinyint", "smallint", "int")},
+        **{("float", i): "fits" for i in ("tinyint", "smallint")},
+    }
+    return exact.get((declared, event), "conflicts")
+
+
+def declared_type_change(declared: str, field: Mapping) -> str:
+    """type_change of a declared column (Spark type `declared`) and its field in an embedded
+    Kafka Connect schema. A variable-scale decimal's schema gives no precision or scale: the
+    declared ones decide."""
+    if declared.startswith("array<") and field.get("type") == "array":
+        items = declared_type_change(declared[6:-1], field.get("items") or {})
+        return "conflicts" if items == "conflicts" else "fits"
+    if declared.startswith("decimal") and field.get("name") == _VARIABLE_DECIMAL:
+        return "fits"
+    return type_change(declared, connect_encoding(dict(field))[1])
+
+
+class DeclaredTypeConflict(ValueError):
+    """Lines carry a column with a type its declared type cannot follow (see type_change)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,18 +616,56 @@ def _columns(spec: TableSpec, schemas: Sequence[EmbeddedSchema]) -> list[_Column
     columns = []
     for name in names:
         declared = spec.columns.get(name)
+        fields = [s.columns[name] for s in schemas if name in s.columns]
         by_schema = {
             s.id: connect_encoding(s.columns[name])[0] for s in schemas if name in s.columns
         }
         columns.append(
             _Column(
                 name=name,
-                out=spark_type(declared) if declared else derived.get(name, "string"),
+                out=_declared_out(spec, name, fields) if declared else derived.get(name, "string"),
                 declared=declared_encoding(declared, spec) if declared else None,
                 by_schema=by_schema,
             )
         )
     return columns
+
+
+def _declared_out(spec: TableSpec, name: str, fields: Sequence[Mapping]) -> str:
+    """Output type of declared column `name`, whose field in each embedded schema of the batch
+    is one of `fields`. The declared type, unless the source widened the column in place: then
+    the events' type, widened as a column nobody declared is (the bronze table follows in place,
+    see the adapter's widen_column_types). A type that contradicts the declaration stops here,
+    before any line is read (schemas off, the declared type decides alone)."""
+    declared = spec.columns[name]
+    out = spark_type(declared)
+    wider = []
+    for field in fields:
+        change, event = declared_type_change(out, field), connect_encoding(dict(field))[1]
+        if change == "widens":
+            wider.append(event)
+        elif change == "conflicts":
+            instead = "a type that holds both"
+            if type_change(event, out) == "fits" and out != "binary":
+                instead = f"`{declared_type(event)}`, which holds both,"
+            spelled = declared if out == declared else f"{declared} ({out})"
+            raise DeclaredTypeConflict(
+                f"{spec.topic}: column {name} is declared {spelled}, but its events carry "
+                f"{event} (Kafka Connect {_connect_type_name(field)}): a type change at the "
+                "source (or a wrong declaration) that the declared type cannot follow in place. "
+                f"Nothing was written. Declare {instead} in the table's `columns` "
+                "(tables/<source>.yml), run `make tables` and build again."
+            )
+    return reduce(widen, wider) if wider else out
+
+
+def _connect_type_name(field: Mapping) -> str:
+    name, kind = field.get("name"), field.get("type")
+    if name == "org.apache.kafka.connect.data.Decimal":
+        params = field.get("parameters") or {}
+        precision = params.get("connect.decimal.precision", "?")
+        return f"Decimal, precision {precision}, scale {params.get('scale', 0)}"
+    return f"{kind} {name}" if name else str(kind)
 
 
 def _column_sql(col: _Column, raw: str, schema_id: str, let: Let) -> str:

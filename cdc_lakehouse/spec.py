@@ -38,6 +38,8 @@ DECLARED_TYPES = {
     "timestamp": "timestamp_ntz",
     "timestamptz": "timestamp",
     "time": "string",
+    # Debezium's io.debezium.time.ZonedTime text, in UTC (`11:14:15.123456Z`), kept as it is
+    "timetz": "string",
     "bytea": "binary",
     "binary": "binary",
 }
@@ -58,6 +60,8 @@ TYPE_ALIASES = {
     "bool": "boolean",
     "timestampwithouttimezone": "timestamp",
     "timestampwithtimezone": "timestamptz",
+    "timewithouttimezone": "time",
+    "timewithtimezone": "timetz",
 }
 
 
@@ -82,6 +86,32 @@ def spark_type(declared: str) -> str:
     return DECLARED_TYPES[t]
 
 
+# The registry type of each Spark type a decoded column can have (spark_type's inverse).
+_DECLARED_FOR_SPARK = {
+    "string": "text",
+    "tinyint": "smallint",
+    "smallint": "smallint",
+    "int": "int",
+    "bigint": "bigint",
+    "float": "real",
+    "double": "double",
+    "boolean": "boolean",
+    "binary": "bytea",
+    "date": "date",
+    "timestamp_ntz": "timestamp",
+    "timestamp": "timestamptz",
+}
+
+
+def declared_type(spark: str) -> str:
+    """The registry type that declares a column of Spark type `spark` (`text` for any other)."""
+    if spark.startswith("decimal"):
+        return "numeric" + spark[len("decimal") :]
+    if spark.startswith("array<") and spark.endswith(">"):
+        return declared_type(spark[6:-1]) + "[]"
+    return _DECLARED_FOR_SPARK.get(spark, "text")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """One source table as it lands.
@@ -93,8 +123,9 @@ class TableSpec:
         `jdbc` (query-based rows from a JDBC source connector).
     key: primary-key columns.
     columns: declared column name -> type (see DECLARED_TYPES, plus `decimal(p,s)`,
-        `array<t>`); with schemas enabled the embedded schema decides the encoding, the
-        declared type still decides the output type when given.
+        `array<t>`); with schemas enabled each line's embedded schema decides how its values
+        decode, and the declared type is the output type unless the source widened the column
+        (see decode.declared_type_change).
     order_by: `jdbc` only: timestamp column, then optional incrementing column.
     snapshots: `jdbc` only: the folder (below the landing root) where complete extracts of the
         table land, one folder per extract with its manifest (see snapshots.py); keys missing

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
-from cdc_lakehouse.spec import spark_type
+from cdc_lakehouse.spec import declared_type, spark_type
 from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source, qualified_model
 
 DEFAULT_PASSWORD_ENV = "CDC_PG_PASSWORD"
@@ -65,16 +65,45 @@ class Report:
 # -- type mapping -------------------------------------------------------------------------------
 
 
+# Types whose registry type is what Debezium's PostgreSQL connector writes for them (its "Data
+# type mappings", default handling modes), as a real capture showed: `money` a Connect Decimal of
+# scale `money.fraction.digits` (2) and no precision; `bit(1)` a boolean, other bit strings
+# io.debezium.data.Bits bytes; `interval` io.debezium.time.MicroDuration, an int64 of
+# microseconds; `oid` an int64.
+_DEBEZIUM_DECLARED = {
+    "money": "numeric(38,2)",
+    "bit": "boolean",
+    "bit(1)": "boolean",
+    "oid": "bigint",
+}
+_BITS_NOTE = (
+    "type {} is declared bytea: Debezium's bits, as an unsigned number, least significant byte "
+    "first"
+)
+_INTERVAL_NOTE = (
+    "type {} is declared bigint: microseconds, as Debezium writes it with "
+    "interval.handling.mode=numeric (the default; declare text with =string)"
+)
+
+
 def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
     """A registry type for a PostgreSQL type as `format_type` spells it, and a note when it
-    has no typed mapping (kept as text: enums, intervals, network and geometric types...)."""
+    has no typed mapping (kept as text: enums, network and geometric types...) or one a reader
+    should know about."""
     t = pg_type.strip()
     if t.endswith("[]"):
         inner, note = declared_from_postgres(t[:-2])
         return f"{inner}[]", note
     lowered = t.lower()
     if lowered.startswith("time") and not lowered.startswith("timestamp"):
-        return "time", None
+        # Debezium writes a timetz as io.debezium.time.ZonedTime text, in UTC: `11:14:15.5Z`
+        return ("timetz" if lowered.endswith("with time zone") else "time"), None
+    if lowered in _DEBEZIUM_DECLARED:
+        return _DEBEZIUM_DECLARED[lowered], None
+    if lowered.startswith(("bit(", "bit varying")):
+        return "bytea", _BITS_NOTE.format(pg_type)
+    if lowered.startswith("interval"):
+        return "bigint", _INTERVAL_NOTE.format(pg_type)
     try:
         spark_type(t)
         return t, None
@@ -82,21 +111,11 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
         return "text", f"type {pg_type} is read as text"
 
 
-_SPARK_TO_DECLARED = {
-    "string": "text",
-    "tinyint": "smallint",
-    "smallint": "smallint",
-    "int": "int",
-    "bigint": "bigint",
-    "float": "real",
-    "double": "double",
-    "boolean": "boolean",
-    "binary": "bytea",
-    "date": "date",
-    "timestamp_ntz": "timestamp",
-    "timestamp": "timestamptz",
+_LOGICAL_DECLARED = {
+    "io.debezium.data.Json": "jsonb",
+    "io.debezium.data.Uuid": "uuid",
+    "io.debezium.time.ZonedTime": "timetz",
 }
-_LOGICAL_DECLARED = {"io.debezium.data.Json": "jsonb", "io.debezium.data.Uuid": "uuid"}
 
 
 def declared_from_connect(field_schema: Mapping[str, Any]) -> str:
@@ -105,10 +124,7 @@ def declared_from_connect(field_schema: Mapping[str, Any]) -> str:
         return _LOGICAL_DECLARED[field_schema["name"]]
     if field_schema.get("type") == "array":
         return declared_from_connect(field_schema.get("items") or {}) + "[]"
-    _, natural = connect_encoding(dict(field_schema))
-    if natural.startswith("decimal"):
-        return "numeric" + natural[len("decimal") :]
-    return _SPARK_TO_DECLARED.get(natural, "text")
+    return declared_type(connect_encoding(dict(field_schema))[1])
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------------

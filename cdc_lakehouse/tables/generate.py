@@ -227,7 +227,11 @@ def _bronze_entry(table: Table) -> dict[str, Any]:
         ),
         "config": {"cdc_table": table.cdc_table},
         "columns": _source_columns(table, None) + _pipeline(BRONZE_COLUMNS, "bronze"),
-        "data_tests": ["cdc_no_rejects", "cdc_no_undeclared_fields"],
+        "data_tests": [
+            "cdc_no_rejects",
+            "cdc_no_undecodable_changes",
+            "cdc_no_undeclared_fields",
+        ],
     }
 
 

@@ -25,6 +25,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 from cdc_lakehouse.decode import backfills, declared_encoding, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import DECLARED_TYPES, SHAPES, TableSpec, spark_type
+from cdc_lakehouse.tables.discover import declared_from_postgres
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
 TOPIC = "dbz.public.t_types"
@@ -909,6 +910,266 @@ def test_each_line_decodes_with_its_own_schema_or_the_declared_modes(
         (2, "unknown embedded schema"),
         (3, None),
     ]
+
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def decimal_field(name: str, precision: int, scale: int) -> dict:
+    return connect_field(
+        name, "bytes", DECIMAL, scale=str(scale), **{"connect.decimal.precision": str(precision)}
+    )
+
+
+# The in-place widenings of the README's DDL table ("Schema changes at the source"): a column
+# declared with its old type, events before the change (old field, a value, what it decodes to)
+# and after it (new field, a value only the new type holds, what it decodes to), and the type
+# the column takes.
+WIDENINGS: dict[str, tuple[str, tuple[dict, Any, Any], tuple[dict, Any, Any], str]] = {
+    "smallint to int": (
+        "smallint",
+        (connect_field("c", "int16"), -7, -7),
+        (connect_field("c", "int32"), 70000, 70000),
+        "int",
+    ),
+    "smallint to bigint": (
+        "int2",
+        (connect_field("c", "int16"), 7, 7),
+        (connect_field("c", "int64"), -(2**40), -(2**40)),
+        "bigint",
+    ),
+    "int to bigint": (
+        "integer",
+        (connect_field("c", "int32"), 2**31 - 1, 2**31 - 1),
+        (connect_field("c", "int64"), 9007199254740993, 9007199254740993),
+        "bigint",
+    ),
+    "real to double precision": (
+        "real",
+        (connect_field("c", "float32"), 0.5, 0.5),
+        (connect_field("c", "float64"), 0.1, 0.1),
+        "double",
+    ),
+    "numeric(5,2) to numeric(7,2)": (
+        "numeric(5,2)",
+        (decimal_field("c", 5, 2), decimal_base64(Decimal("-999.99"), 2), Decimal("-999.99")),
+        (decimal_field("c", 7, 2), decimal_base64(Decimal("-12345.67"), 2), Decimal("-12345.67")),
+        "decimal(7,2)",
+    ),
+    "numeric(10,2) to numeric(20,2)": (
+        "numeric(10,2)",
+        (decimal_field("c", 10, 2), decimal_base64(Decimal("1.25"), 2), Decimal("1.25")),
+        (
+            decimal_field("c", 20, 2),
+            decimal_base64(Decimal("123456789012345678.90"), 2),
+            Decimal("123456789012345678.90"),
+        ),
+        "decimal(20,2)",
+    ),
+    "varchar(5) to text": (
+        "varchar(5)",
+        (connect_field("c", "string"), "short", "short"),
+        (connect_field("c", "string"), "longer than five", "longer than five"),
+        "string",
+    ),
+}
+
+
+def test_a_declared_type_widened_at_the_source_widens_the_column(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Schemas on, each widening the README lists (one column each): a column declared with its
+    old type takes the new type from the events' own schema, and values only the new type holds
+    decode exactly (before: `cannot decode c as smallint`, every later event of the table
+    rejected). Both in a batch with events from before the change and in one of later events."""
+    columns = {f"c{i}": case for i, case in enumerate(WIDENINGS.values())}
+    names = {f"c{i}": name for i, name in enumerate(WIDENINGS)}
+
+    def image(key: int, at: int) -> tuple[dict, list[dict]]:
+        """Row values and fields of an event before (at=1) or after (at=2) the changes."""
+        fields = [connect_field("id", "int32")]
+        values: dict[str, Any] = {"id": key}
+        for column, case in columns.items():
+            field, value, _ = case[at]
+            fields.append({**field, "field": column})
+            values[column] = value
+        return values, fields
+
+    before, after = image(1, 1), image(1, 2)
+    batches = {
+        "both": [
+            wrapped(envelope("c", before[0], lsn=1), before[1]),
+            wrapped(envelope("u", after[0], lsn=2), after[1]),
+        ],
+        "later only": [wrapped(envelope("u", after[0], lsn=3), after[1])],
+    }
+    declared = {"id": "int", **{column: case[0] for column, case in columns.items()}}
+    problems = {}
+    for batch, lines in batches.items():
+        topic = f"t.widen.{batch.replace(' ', '_')}"
+        write_landing(tmp_path, topic, lines, files=1)
+        df = decode(spark, tmp_path, TableSpec(topic=topic, key=("id",), columns=declared))
+        rows = collect(df)
+        types = dict(df.dtypes)
+        for column, (_, old, new, widened) in columns.items():
+            expected = [old[2], new[2]] if batch == "both" else [new[2]]
+            got = (types[column], [r[column] for r in rows])
+            if got != (widened, expected):
+                problems[f"{names[column]}, {batch}"] = got
+        rejected = {r._cdc_reject_reason for r in rows} - {None}
+        if rejected:
+            problems[f"rejects, {batch}"] = rejected
+    assert problems == {}
+
+
+# A declared type and an event type that the lake cannot reconcile in place (README: "another
+# type change"): the declared type, the events' field and how the message names their type.
+CONFLICTS = {
+    "a new scale": ("numeric(10,2)", decimal_field("c", 14, 4), "decimal(14,4)"),
+    "a smaller scale": ("numeric(10,4)", decimal_field("c", 12, 2), "decimal(12,2)"),
+    "int to text": ("int", connect_field("c", "string"), "string"),
+    "int to real": ("int", connect_field("c", "float32"), "float"),
+    "int to numeric": ("integer", decimal_field("c", 12, 2), "decimal(12,2)"),
+    "double to bigint": ("double", connect_field("c", "int64"), "bigint"),
+    "bigint to boolean": ("bigint", connect_field("c", "boolean"), "boolean"),
+    "date to timestamp": (
+        "date",
+        connect_field("c", "int64", "io.debezium.time.MicroTimestamp"),
+        "timestamp_ntz",
+    ),
+    "timestamp to timestamptz": (
+        "timestamp",
+        connect_field("c", "string", "io.debezium.time.ZonedTimestamp"),
+        "timestamp",
+    ),
+    "bytea to text": ("bytea", connect_field("c", "string"), "string"),
+}
+# Event types a declared type holds, or that are how a connector setting writes it: the
+# declared type stays (a narrowing at the source, decimal.handling.mode string and double, the
+# JDBC source's Connect Timestamp for a timestamptz, Debezium's time types).
+KEPT = {
+    "int to smallint": ("bigint", connect_field("c", "int16"), "bigint"),
+    "numeric, string mode": ("numeric(12,2)", connect_field("c", "string"), "decimal(12,2)"),
+    "numeric, double mode": ("numeric(12,2)", connect_field("c", "float64"), "decimal(12,2)"),
+    "numeric, fewer digits": ("numeric(12,2)", decimal_field("c", 8, 1), "decimal(12,2)"),
+    "numeric without precision": ("numeric", decimal_field("c", 12, 2), "decimal(38,18)"),
+    "numeric of an int": ("numeric(12,0)", connect_field("c", "int32"), "decimal(12,0)"),
+    "timestamptz, JDBC": (
+        "timestamptz",
+        connect_field("c", "int64", "org.apache.kafka.connect.data.Timestamp"),
+        "timestamp",
+    ),
+    "time": ("time", connect_field("c", "int64", "io.debezium.time.MicroTime"), "string"),
+    "text of an int": ("text", connect_field("c", "int32"), "string"),
+    "double of an int": ("double", connect_field("c", "int32"), "double"),
+    "text array": (
+        "text[]",
+        {"type": "array", "items": {"type": "string"}, "optional": True, "field": "c"},
+        "array<string>",
+    ),
+}
+
+
+def test_a_declared_type_the_events_contradict_stops_the_build(spark: SparkSession) -> None:
+    """Schemas on: an event type that neither fits the declared type nor widens it in place
+    stops the decoder before anything is read or written, naming the table, the column, the
+    declared type and the events' type; compatible event types keep the declared type."""
+    problems = {}
+    for case, (declared, field, event_type) in CONFLICTS.items():
+        spec = TableSpec(topic="t.contract", key=("id",), columns={"id": "int", "c": declared})
+        try:
+            decoded_schema(spark, spec, [connect_field("id", "int32"), field])
+        except ValueError as error:
+            message = str(error)
+            named = ("t.contract", "column c", f"declared {declared}", event_type)
+            if not all(part in message for part in named):
+                problems[case] = message
+        else:
+            problems[case] = "decoded"
+    for case, (declared, field, kept) in KEPT.items():
+        spec = TableSpec(topic="t.contract", key=("id",), columns={"id": "int", "c": declared})
+        try:
+            schema = decoded_schema(spark, spec, [connect_field("id", "int32"), field])
+        except ValueError as error:
+            problems[case] = str(error)
+        else:
+            if schema["c"].dataType.simpleString() != kept:
+                problems[case] = schema["c"].dataType.simpleString()
+    assert problems == {}
+
+
+# PostgreSQL types `from-postgres` once declared as `text` (or `time`), as `format_type` spells
+# them, with the field Debezium 3.6.3 wrote for each in a real capture (schemas on, default
+# handling modes) and two rows' values there: what each decodes to, with schemas and without.
+ODD_TYPES: dict[str, tuple[str, dict, list[Any], list[Any]]] = {
+    "tz": (
+        "time with time zone",
+        connect_field("tz", "string", "io.debezium.time.ZonedTime"),
+        ["11:14:15.123456Z", None],
+        ["11:14:15.123456Z", None],
+    ),
+    "tz3": (
+        "time(3) with time zone",
+        connect_field("tz3", "string", "io.debezium.time.ZonedTime"),
+        ["18:44:15.5Z", None],
+        ["18:44:15.5Z", None],
+    ),
+    "m": (
+        "money",
+        connect_field("m", "bytes", DECIMAL, scale="2"),
+        ["EtaH", "gAAAAAAAAAA="],
+        [Decimal("12345.67"), Decimal("-92233720368547758.08")],
+    ),
+    "b1": ("bit(1)", connect_field("b1", "boolean"), [True, None], [True, None]),
+    "b3": (
+        "bit(3)",
+        connect_field("b3", "bytes", "io.debezium.data.Bits", length="3"),
+        ["BQ==", None],
+        [b"\x05", None],
+    ),
+    "vb": (
+        "bit varying(5)",
+        connect_field("vb", "bytes", "io.debezium.data.Bits", length="5"),
+        ["GQ==", None],
+        [b"\x19", None],
+    ),
+    "iv": (
+        "interval",
+        connect_field("iv", "int64", "io.debezium.time.MicroDuration"),
+        [37091106789000, -86400000000],
+        [37091106789000, -86400000000],
+    ),
+    "o": ("oid", connect_field("o", "int64"), [4000000000, 1], [4000000000, 1]),
+}
+
+
+def test_types_from_postgres_decode_what_debezium_writes(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`from-postgres` declares each type as what Debezium writes for it: schemas off, the
+    declared type decodes the values exactly, into the type the embedded schema gives schemas on
+    (before: a timetz declared `time` rejected every row without schemas; money, bit strings and
+    intervals kept Debezium's base64 text or microseconds as text)."""
+    declared = {"id": "int"}
+    declared.update({c: declared_from_postgres(case[0])[0] for c, case in ODD_TYPES.items()})
+    fields = [connect_field("id", "int32")] + [case[1] for case in ODD_TYPES.values()]
+    rows = [{"id": key} | {c: case[2][key - 1] for c, case in ODD_TYPES.items()} for key in (1, 2)]
+    with_schema = [wrapped(envelope("c", row, lsn=row["id"]), fields) for row in rows]
+    bare = [compact(envelope("c", row | {"id": row["id"] + 2}, lsn=row["id"] + 2)) for row in rows]
+    write_landing(tmp_path, "t.odd", with_schema + bare, files=1)
+    df = decode(spark, tmp_path, TableSpec(topic="t.odd", key=("id",), columns=declared))
+    decoded = collect(df)
+    embedded = decoded_schema(spark, TableSpec(topic="t.odd", key=("id",)), fields)
+    problems = {}
+    for column, (pg_type, _, _, expected) in ODD_TYPES.items():
+        values = [r[column] for r in decoded]
+        if values != expected + expected:
+            problems[pg_type] = (declared[column], values)
+        natural = embedded[column].dataType.simpleString()
+        if dict(df.dtypes)[column] != natural:
+            problems[f"{pg_type} type"] = (declared[column], dict(df.dtypes)[column], natural)
+    assert [r._cdc_reject_reason for r in decoded] == [None] * 4
+    assert problems == {}
 
 
 def test_undeclared_fields_are_kept_and_decode_exactly_once_declared(
