@@ -20,20 +20,12 @@ from typing import Any
 import pytest
 from dbt_scratch_project import bronze_model, make_project
 from lakehouse import column_types, read_export, run_dbt
+from lakehouse import connect_field as field
 
 pytestmark = pytest.mark.dbt
 
 DECLARED = {"id": "int", "level": "smallint", "points": "numeric(5,2)"}
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
-
-
-def field(name: str, kind: str, logical: str | None = None, **params: str) -> dict[str, Any]:
-    found: dict[str, Any] = {"type": kind, "optional": name != "id", "field": name}
-    if logical:
-        found["name"] = logical
-    if params:
-        found["parameters"] = params
-    return found
 
 
 def points(precision: int, scale: int) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lakehouse import connect_field
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
@@ -175,15 +176,6 @@ def compact(value: Any) -> str:
 def envelope(op: str, after: dict | None, lsn: int, before: dict | None = None) -> dict:
     source = {"ts_ms": 1709212455000 + lsn, "txId": 700 + lsn, "lsn": lsn}
     return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1}
-
-
-def connect_field(name: str, kind: str, logical: str | None = None, **params: str) -> dict:
-    field: dict[str, Any] = {"type": kind, "optional": name != "id", "field": name}
-    if logical:
-        field["name"] = logical
-    if params:
-        field["parameters"] = params
-    return field
 
 
 def wrapped(value: dict, fields: list[dict]) -> str:
