@@ -477,15 +477,3 @@ def history_state_problems(
         if len(rows) <= len(expected):
             problems.append(f"{table.name}_history lost versions: {len(rows)} rows")
     return problems
-
-
-def connect_field(name: str, kind: str, logical: str | None = None, **params: str) -> dict:
-    """A field of a Kafka Connect schema (JsonConverter, `schemas.enable=true`), as Debezium
-    writes it: `kind` its Connect type, `logical` its logical type's name, `params` its
-    parameters; every field but `id` optional."""
-    field: dict[str, Any] = {"type": kind, "optional": name != "id", "field": name}
-    if logical:
-        field["name"] = logical
-    if params:
-        field["parameters"] = params
-    return field

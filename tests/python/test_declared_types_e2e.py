@@ -11,16 +11,16 @@ key stale in silver.
 
 from __future__ import annotations
 
-import base64
 import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from connect_events import connect_field as field
+from connect_events import decimal_base64, envelope, wrapped
 from dbt_scratch_project import bronze_model, make_project
 from lakehouse import column_types, read_export, run_dbt
-from lakehouse import connect_field as field
 
 pytestmark = pytest.mark.dbt
 
@@ -38,28 +38,9 @@ AFTER = [field("id", "int32"), field("level", "int32"), points(7, 2)]
 NEW_SCALE = [field("id", "int32"), field("level", "int32"), points(9, 4)]
 
 
-def unscaled(value: Decimal, scale: int) -> str:
-    number = int(value.scaleb(scale))
-    size = (number + (number < 0)).bit_length() // 8 + 1
-    return base64.b64encode(number.to_bytes(size, "big", signed=True)).decode()
-
-
 def event(op: str, key: int, level: int, amount: str, lsn: int, scale: int = 2) -> dict:
-    row = {"id": key, "level": level, "points": unscaled(Decimal(amount), scale)}
-    source = {"ts_ms": 1709212455000 + lsn, "txId": 700 + lsn, "lsn": lsn}
-    return {"before": None, "after": row, "op": op, "source": source, "ts_ms": 1}
-
-
-def wrapped(value: dict, fields: list[dict]) -> str:
-    """A JsonConverter `schemas.enable=true` envelope line."""
-    image = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
-    schema = {
-        "type": "struct",
-        "fields": [{**image, "field": "before"}, {**image, "field": "after"}],
-        "optional": False,
-        "name": "t.Envelope",
-    }
-    return json.dumps({"schema": schema, "payload": value}, separators=(",", ":"))
+    row = {"id": key, "level": level, "points": decimal_base64(Decimal(amount), scale)}
+    return envelope(op, row, lsn)
 
 
 def land(landing: Path, table: str, offset: int, lines: list[str]) -> None:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lakehouse import connect_field
+from connect_events import (
+    compact,
+    connect_field,
+    decimal_base64,
+    envelope,
+    unscaled_base64,
+    wrapped,
+)
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
@@ -154,44 +161,6 @@ def collect(df: DataFrame, *extra: str) -> list[Row]:
 def micros(iso: str) -> int:
     moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-
-
-def unscaled_base64(unscaled: int) -> str:
-    """Kafka Connect Decimal encoding: minimal big-endian two's complement, base64."""
-    size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
-    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
-
-
-def decimal_base64(value: Decimal, scale: int) -> str:
-    """`value` as the unscaled integer for `scale`, exactly (no Decimal context rounding)."""
-    sign, digits, exponent = value.as_tuple()
-    unscaled = int("".join(map(str, digits))) * 10 ** (int(exponent) + scale)
-    return unscaled_base64(-unscaled if sign else unscaled)
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def envelope(op: str, after: dict | None, lsn: int, before: dict | None = None) -> dict:
-    source = {"ts_ms": 1709212455000 + lsn, "txId": 700 + lsn, "lsn": lsn}
-    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1}
-
-
-def wrapped(value: dict, fields: list[dict]) -> str:
-    """A JsonConverter `schemas.enable=true` envelope line for a table with `fields`."""
-    image = {"type": "struct", "fields": fields, "optional": True, "name": "t.Value"}
-    schema = {
-        "type": "struct",
-        "fields": [
-            {**image, "field": "before"},
-            {**image, "field": "after"},
-            {"type": "string", "optional": False, "field": "op"},
-        ],
-        "optional": False,
-        "name": "t.Envelope",
-    }
-    return compact({"schema": schema, "payload": value})
 
 
 @contextmanager
