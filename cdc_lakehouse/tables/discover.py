@@ -26,7 +26,13 @@ import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
 from cdc_lakehouse.spec import declared_type, spark_type
-from cdc_lakehouse.tables.registry import NAME, REGISTRY_DIR, load_source, qualified_model
+from cdc_lakehouse.tables.registry import (
+    NAME,
+    REGISTRY_DIR,
+    entry_models,
+    load_source,
+    qualified_model,
+)
 
 DEFAULT_PASSWORD_ENV = "CDC_PG_PASSWORD"
 
@@ -381,9 +387,8 @@ def project_models(project: Path) -> dict[str, str]:
     folder = project / REGISTRY_DIR
     for path in sorted(folder.glob("*.yml")) if folder.is_dir() else []:
         for table in load_source(path).tables:
-            owner = f"{REGISTRY_DIR}/{path.name}, entry `{table.name}`"
-            taken.setdefault(table.silver_model, owner)
-            taken.setdefault(table.history_model, owner)
+            for model, _ in entry_models(table):
+                taken.setdefault(model, f"{REGISTRY_DIR}/{path.name}, entry `{table.name}`")
     for name in MODEL_DIRS:
         for path in sorted((project / name).rglob("*")) if (project / name).is_dir() else []:
             if path.suffix in (".sql", ".py") and path.is_file():

@@ -268,7 +268,7 @@ def qualified_model(source: str, name: str) -> str:
     return f"{source}_{name}"
 
 
-def _models(table: Table) -> tuple[tuple[str, str], ...]:
+def entry_models(table: Table) -> tuple[tuple[str, str], ...]:
     """(model, what it is to its entry): the names an entry takes, history included even when
     off, so that turning it on later cannot clash."""
     return ((table.silver_model, "silver model"), (table.history_model, "history model"))
@@ -296,7 +296,12 @@ def load(project: Path) -> list[Source]:
     """Every registry file of a project (`<project>/tables/*.yml`), checked for clashes."""
     folder = Path(project) / REGISTRY_DIR
     sources = [load_source(p) for p in sorted(folder.glob("*.yml"))] if folder.is_dir() else []
-    named = [(m, (s.path, t, what)) for s in sources for t in s.tables for m, what in _models(t)]
+    named = [
+        (model, (s.path, t, what))
+        for s in sources
+        for t in s.tables
+        for model, what in entry_models(t)
+    ]
     taken = {model for model, _ in named}
     seen: dict[str, tuple[Path, Table, str]] = {}
     for model, entry in named:
