@@ -1,6 +1,6 @@
 {#
-  Post-hook of every silver and history model. It drops the batch table an incremental run
-  resolved into (cdc_batch_relation). After a full build of a silver model (cdc_batch_kind
+  Post-hook of every silver and history model. It drops the batch (view or table) an incremental
+  run resolved into (cdc_batch_relation). After a full build of a silver model (cdc_batch_kind
   `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
   change log and the watermark. A history model writes the watermark after either kind of run.
 #}
@@ -61,8 +61,15 @@
 
 {#- Drop a working table (and its files) if a run left it. Asking the metastore first is cheap;
     `drop table if exists` of a missing Iceberg table costs about a second of catalog lookups,
-    and a no-op run has no batch table to drop. -#}
+    and a no-op run has no batch table to drop. A relation without a schema is a temporary view
+    (cdc_batch_relation). -#}
 {% macro cdc_drop_table_if_present(relation) %}
+    {%- if not relation.include_policy.schema -%}
+        {% call statement('cdc_drop_' ~ relation.identifier) %}
+            drop view if exists {{ relation }}
+        {% endcall %}
+        {{ return('') }}
+    {%- endif -%}
     {%- set found = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
     {%- if found.rows | length > 0 -%}
         {% call statement('cdc_drop_' ~ relation.identifier) %}

@@ -224,22 +224,27 @@
 {% endmacro %}
 
 
-{#- The table an incremental run of a silver or history model resolves its batch into, beside
-    the model's table; the post-hook (cdc_finalize_merge) drops it. -#}
-{% macro cdc_batch_relation(target) %}
-    {{ return(target.incorporate(path={"identifier": target.identifier ~ '__cdc_batch'}, type='table')) }}
+{#- The relation an incremental run of a silver or history model resolves its batch into: in
+    this process's Spark session (`method: session`, the embedded and cluster targets), a
+    temporary view of the checkpointed batch (sparksession_checkpoint_view: no table, no
+    commit); on a Thrift target, a table beside the model's. The post-hook (cdc_finalize_merge)
+    drops it. -#}
+{% macro cdc_batch_relation(relation) %}
+    {%- set batch = relation.incorporate(path={"identifier": relation.identifier ~ '__cdc_batch'}, type='table') -%}
+    {{ return(batch.include(database=false, schema=false) if target.method == 'session' else batch) }}
 {% endmacro %}
 
 
 {#- The adapter's incremental materialization asks where a strategy wants the model's select
-    (the batch): a silver or history run with changes resolves it once, into the batch table.
-    Not a temporary view: Spark analyses a view's SQL again in every statement that reads it
-    (the resolution is large: window functions, lambdas, CTEs inlined; analysing it twice cost a
-    third of an incremental silver build), and not `cache table` either, because Spark refreshes
-    a cached plan when a table it reads is written: after the MERGE, the insert of new keys
-    would resolve the batch again against the merged silver (a key change's new key then loses
-    the unchanged-TOAST value of its old key, just deleted). A run with nothing new keeps
-    dbt-spark's temporary view: its select is empty and the strategy writes nothing. -#}
+    (the batch): a silver or history run with changes resolves it once. Not dbt-spark's
+    temporary view of the select: Spark analyses a view's SQL again in every statement that
+    reads it (the resolution is large: window functions, lambdas, CTEs inlined; analysing it
+    twice cost a third of an incremental silver build), and runs it again too, and not `cache
+    table` either, because Spark refreshes a cached plan when a table it reads is written:
+    after the MERGE, the insert of new keys would resolve the batch again against the merged
+    silver (a key change's new key then loses the unchanged-TOAST value of its old key, just
+    deleted). A checkpoint (or a table) holds the rows computed once. A run with nothing new
+    keeps dbt-spark's temporary view: its select is empty and the strategy writes nothing. -#}
 {% macro sparksession_incremental_batch_table(strategy, relation) %}
     {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_batch_kind(relation) not in (none, 'nothing_new') -%}
         {{ return(cdc_batch_relation(relation)) }}

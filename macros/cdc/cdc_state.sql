@@ -77,6 +77,11 @@
 
 {% macro cdc_create_tombstones(relation, key_columns) %}
     {%- set tombstones = cdc_tombstones_relation(relation) -%}
+    {%- if cdc_table_format() == 'hudi' -%}
+        {#- Hudi refuses to create a table where a killed create left files (see
+            cdc_create_or_replace_table). -#}
+        {%- do cdc_clear_orphan_table_folder(tombstones) -%}
+    {%- endif -%}
     {% call statement('cdc_create_tombstones') %}
         create table if not exists {{ tombstones }}
         using {{ cdc_table_format() }}

@@ -59,8 +59,9 @@ SNAPSHOT = "customers_snapshot"
 TABLES = [northwind.TABLES_BY_NAME[name] for name in ("customers", "orders", "order_details")]
 ORDERS_TOPIC = "northwind.public.orders"
 CUSTOMERS = "silver.customers"
-# The killed create planted on Hudi: where step 2 creates customers' batch table.
-ORPHAN = Path("warehouse") / "silver.db" / "customers__cdc_batch"
+# The killed create planted on Hudi: customers' tombstones table, which step 2 (late files: the
+# whole change log resolved again) drops and creates again.
+ORPHAN = Path("warehouse") / "silver.db" / "customers__cdc_tombstones"
 # Hudi's completed instants (a pending one ends in .requested or .inflight)
 HUDI_COMMITS = {".commit", ".replacecommit", ".deltacommit"}
 
@@ -134,6 +135,9 @@ def lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         if table_format == "hudi":
             # What a build killed while Hudi created a table leaves (Hudi drops, then creates):
             # files without a catalog entry.
+            orphan = f"{ORPHAN.parts[1].removesuffix('.db')}.{ORPHAN.name}"
+            operation(lakehouse, "run_query", json.dumps({"sql": f"drop table {orphan} purge"}))
+            assert not (lakehouse / ORPHAN).exists()
             (lakehouse / ORPHAN / ".hoodie").mkdir(parents=True)
             (lakehouse / ORPHAN / "part-0000.parquet").write_bytes(b"left by a killed run")
         copy_landing(landing)
@@ -270,7 +274,7 @@ def test_format_specifics(lake: dict) -> None:
     assert "order_id,product_id,_cdc_valid_from_seq" in values(history, *keys), history
     for found in (silver, history):
         assert "COMMIT_TIME_ORDERING" in values(found, "record.merge.mode"), found
-    # the create of customers' batch table cleared the killed create's files, and said so
+    # the create of customers' tombstones table cleared the killed create's files, and said so
     output = lake["step2"]["output"]
     assert f"{ORPHAN.parts[1].removesuffix('.db')}.{ORPHAN.name}: deleted " in output, output[
         -3000:

@@ -1,5 +1,6 @@
-"""Credentials and connection manager: dbt-spark's, renamed, with `method: session` as default
-and a sub-second poll interval for `method: thrift`."""
+"""Credentials and connection manager: dbt-spark's, renamed, with `method: session` as default,
+the method shown to macros (`target.method`), and a sub-second poll interval for
+`method: thrift`."""
 
 from dataclasses import dataclass
 
@@ -22,6 +23,12 @@ class SparkSessionCredentials(SparkCredentials):
     @property
     def type(self) -> str:
         return "sparksession"
+
+    def _connection_keys(self) -> tuple[str, ...]:
+        # `method` too (`target.method` in macros, `dbt debug`): whether this process holds the
+        # Spark session (`session`) or talks to a server (`thrift`) decides where an
+        # incremental batch may live (cdc_batch_relation).
+        return (*super()._connection_keys(), "method")
 
 
 class SparkSessionConnectionManager(SparkConnectionManager):

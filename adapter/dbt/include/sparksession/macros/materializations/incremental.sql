@@ -56,12 +56,19 @@
     {% do persist_constraints(target_relation, model) %}
   {%- else -%}
     {#-- Relation must be merged --#}
-    {#-- sparksession: a strategy may resolve a SQL model's batch into a table it names
-         (sparksession_incremental_batch_table): the select is then analysed and run once, where
-         a temporary view is analysed again by every statement that reads it. --#}
+    {#-- sparksession: a strategy may resolve a SQL model's batch once, into a relation it names
+         (sparksession_incremental_batch_table), where a temporary view is analysed and run
+         again by every statement that reads it. A relation without a schema is a checkpoint
+         in this process's session (sparksession_checkpoint_view); one with a schema, a table
+         (a Thrift target has no session in this process). --#}
     {%- set batch_table = sparksession_incremental_batch_table(strategy, target_relation) if language == 'sql' else none -%}
     {%- if batch_table is not none -%}
       {%- set tmp_relation = batch_table -%}
+      {%- if not batch_table.include_policy.schema -%}
+        {%- call statement('create_tmp_relation', language='python') -%}
+          {{ sparksession_checkpoint_view(compiled_code, batch_table) }}
+        {%- endcall -%}
+      {%- else -%}
       {#-- Hudi's catalog has no REPLACE TABLE AS SELECT: drop, then create (and clear what a
            killed create left, see clear_orphan_table_folder) --#}
       {%- if file_format == 'hudi' -%}
@@ -73,6 +80,7 @@
       {%- call statement('create_tmp_relation') -%}
         {{ 'create table' if file_format == 'hudi' else 'create or replace table' }} {{ batch_table }} using {{ file_format }} as {{ compiled_code }}
       {%- endcall -%}
+      {%- endif -%}
     {%- else -%}
     {%- call statement('create_tmp_relation', language=language) -%}
       {{ create_table_as(True, tmp_relation, compiled_code, language) }}
@@ -149,9 +157,24 @@
 {% endmacro %}
 
 
-{#-- sparksession: the table an incremental run of `relation` with `strategy` resolves its batch
-     into, or none for a temporary view (dbt-spark's way). A project overrides this macro by
-     name for its own strategies; the strategy then reads and drops that table. --#}
+{#-- sparksession: the relation an incremental run of `relation` with `strategy` resolves its
+     batch into, or none for a temporary view (dbt-spark's way). A project overrides this macro by
+     name for its own strategies; the strategy then reads that relation and drops it: a table
+     (with a schema), or a temporary view without one (sparksession_checkpoint_view). --#}
 {% macro sparksession_incremental_batch_table(strategy, relation) %}
   {{ return(none) }}
+{% endmacro %}
+
+
+{#-- sparksession: Python run in the session dbt's SQL uses (method: session): the select, computed
+     once and checkpointed in this process (`localCheckpoint`: kept by Spark's block manager,
+     its lineage cut), as a temporary view. Each statement that reads the view reads those
+     rows: they are not computed again, and not from tables the run has written since; a
+     cached view (`cache table`) would be, since Spark refreshes a cache when a table its plan
+     reads is written. Nothing goes through the catalog or the warehouse (a table would cost a
+     create, a commit and a drop per run). The blocks are freed with the view (garbage
+     collected); a lost executor fails the run, which then starts again from the watermark. --#}
+{% macro sparksession_checkpoint_view(compiled_code, relation) %}
+batch = spark.sql({{ tojson(compiled_code) }}).localCheckpoint(eager=True)
+batch.createOrReplaceTempView({{ tojson(relation.identifier) }})
 {% endmacro %}
