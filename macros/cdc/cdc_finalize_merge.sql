@@ -2,7 +2,7 @@
   Post-hook of every silver and history model. It drops the batch (view or table) an incremental
   run resolved into (cdc_batch_relation). After a full build of a silver model (cdc_batch_kind
   `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
-  change log and the watermark. A history model writes the watermark after either kind of run.
+  change log and the watermark. A history model's is the watermark after a full build.
 #}
 {% macro cdc_finalize_merge() %}
     {%- if not execute -%}
@@ -15,8 +15,11 @@
     {%- endif -%}
     {{ cdc_drop_table_if_present(cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
-        {#- The newest change loaded, which the run has applied whether it was incremental or a
-            full build. -#}
+        {#- After a full build, the newest change loaded, which it applied (an incremental run's
+            strategy moved the watermark itself). -#}
+        {%- if kind != 'full' -%}
+            {{ return('') }}
+        {%- endif -%}
         {% call statement('cdc_set_watermark') %}
             {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_upstream_change_log()) }}
         {% endcall %}

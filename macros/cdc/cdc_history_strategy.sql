@@ -3,7 +3,7 @@
   every version of each recomputed key) to the history table in one MERGE on key +
   `_cdc_valid_from_seq`, deleting the stored versions of those keys that no longer exist. Rows equal to what
   the table holds are left out, so a replayed batch commits nothing. Returns the statement that
-  moves the watermark, so it runs last.
+  moves the watermark, so it runs last (the one write of the watermark of an incremental run).
 #}
 {% macro get_incremental_cdc_history_sql(source, target) %}
     {{ return(adapter.dispatch('get_incremental_cdc_history_sql', 'cdc_lakehouse')(source, target)) }}
@@ -27,8 +27,9 @@
 {%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
 {%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
 
-{#- Resolved once, into a table (a cached view would keep the resolution's plan, which Spark
-    analyses again in every query over it: the MERGE ran out of memory planning it). -#}
+{#- Resolved once (cdc_batch_relation: a checkpoint, or a table on Thrift; a view would keep the
+    resolution's plan, which Spark analyses again in every query over it: the MERGE ran out of
+    memory planning it). -#}
 {%- set batch = cdc_batch_table(source, target) -%}
 {%- set newest = run_query("select cast(max(_cdc_batch_loaded_at) as string) from " ~ batch).rows[0][0] -%}
 
@@ -116,7 +117,16 @@
 {% endcall %}
 {%- endif %}
 
-{#- The watermark moves last; an empty batch (nothing landed since) changes nothing. -#}
+{#- The watermark moves last, here only (the post-hook writes it after full builds). An empty
+    batch whose events all scoped no key (truncates) still moves it past them, to the newest
+    event loaded after the watermark: not to the change log's newest, which a process loading
+    bronze meanwhile may have moved past events this run did not read. -#}
+{%- if newest is none -%}
+    {%- set newest = run_query(
+        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
+        ~ " where _cdc_loaded_at > " ~ cdc_watermark(target)
+    ).rows[0][0] -%}
+{%- endif -%}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
