@@ -227,11 +227,15 @@
 {#- The relation an incremental run of a silver or history model resolves its batch into: in
     this process's Spark session (`method: session`, the embedded and cluster targets), a
     temporary view of the checkpointed batch (sparksession_checkpoint_view: no table, no
-    commit); on a Thrift target, a table beside the model's. The post-hook (cdc_finalize_merge)
-    drops it. -#}
+    commit), named after the model's schema too (temporary views have one namespace per
+    session, and models of two schemas may share a name); on a Thrift target, a table beside
+    the model's. The post-hook (cdc_finalize_merge) drops it. -#}
 {% macro cdc_batch_relation(relation) %}
-    {%- set batch = relation.incorporate(path={"identifier": relation.identifier ~ '__cdc_batch'}, type='table') -%}
-    {{ return(batch.include(database=false, schema=false) if target.method == 'session' else batch) }}
+    {%- if target.method == 'session' -%}
+        {%- set view = relation.schema ~ '__' ~ relation.identifier ~ '__cdc_batch' -%}
+        {{ return(relation.incorporate(path={"identifier": view}, type='view').include(database=false, schema=false)) }}
+    {%- endif -%}
+    {{ return(relation.incorporate(path={"identifier": relation.identifier ~ '__cdc_batch'}, type='table')) }}
 {% endmacro %}
 
 
