@@ -122,10 +122,7 @@
     event loaded after the watermark: not to the change log's newest, which a process loading
     bronze meanwhile may have moved past events this run did not read. -#}
 {%- if newest is none -%}
-    {%- set newest = run_query(
-        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
-        ~ " where _cdc_loaded_at > " ~ cdc_watermark(target)
-    ).rows[0][0] -%}
+    {%- set newest = cdc_newest_loaded_since_watermark(target) -%}
 {%- endif -%}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_history") }}

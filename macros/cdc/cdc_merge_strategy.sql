@@ -211,10 +211,7 @@
 {#- An empty batch: every event read was older than what silver holds (late files), so none
     survived. The watermark still moves past them, or every later run would read them again. -#}
 {%- if newest is none -%}
-    {%- set newest = run_query(
-        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
-        ~ " where _cdc_loaded_at > " ~ cdc_watermark(target)
-    ).rows[0][0] -%}
+    {%- set newest = cdc_newest_loaded_since_watermark(target) -%}
 {%- endif -%}
 {#- The watermark moves last. -#}
 {%- if newest is none -%}

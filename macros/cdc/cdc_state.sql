@@ -28,6 +28,16 @@
 {% endmacro %}
 
 
+{#- The load time (string) of the newest change-log event after `relation`'s watermark, or none:
+    where a run whose batch kept no row moves the watermark (its events were read all the same). -#}
+{% macro cdc_newest_loaded_since_watermark(relation) %}
+    {{ return(run_query(
+        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
+        ~ " where _cdc_loaded_at > " ~ cdc_watermark(relation)
+    ).rows[0][0]) }}
+{% endmacro %}
+
+
 {#
   Statement that sets the watermark to the newest `_cdc_loaded_at` found by `max_query`
   (a query returning one timestamp); keeps the current one when that query finds nothing.
