@@ -13,7 +13,7 @@
         {#- Nothing landed since the watermark: no batch table was made, nothing moves. -#}
         {{ return('') }}
     {%- endif -%}
-    {{ cdc_drop_table_if_present(cdc_batch_relation(this)) }}
+    {{ cdc_drop_batch(cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
         {#- After a full build, the newest change loaded, which it applied (an incremental run's
             strategy moved the watermark itself). -#}
@@ -62,11 +62,11 @@
 {% endmacro %}
 
 
-{#- Drop a working table (and its files) if a run left it. Asking the metastore first is cheap;
-    `drop table if exists` of a missing Iceberg table costs about a second of catalog lookups,
-    and a no-op run has no batch table to drop. A relation without a schema is a temporary view
-    (cdc_batch_relation). -#}
-{% macro cdc_drop_table_if_present(relation) %}
+{#- Drop the batch a run resolved into (cdc_batch_relation): the temporary view of its
+    checkpoint, or the table (and its files) if a run left one. Asking the metastore first is
+    cheap; `drop table if exists` of a missing Iceberg table costs about a second of catalog
+    lookups. -#}
+{% macro cdc_drop_batch(relation) %}
     {%- if not relation.include_policy.schema -%}
         {% call statement('cdc_drop_' ~ relation.identifier) %}
             drop view if exists {{ relation }}
