@@ -43,7 +43,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.plan import DELIVERIES, REPO, batch_names, read_plan, write_state
+from benchmarks.peers.plan import (
+    DELIVERIES,
+    DRIVER_JAVA_OPTIONS,
+    REPO,
+    batch_names,
+    read_plan,
+    write_state,
+)
 
 JAR_DIR = REPO / "jars" / "peers" / "spark4"
 EXCLUDED = ["_op", "_lsn", "_tx", "_file", "_line"]
@@ -202,7 +209,10 @@ def apply_delivery(
     (project / "spark-pipeline.yml").write_text(
         _spec(f"peers_{delivery}", project, spec["settings"])
     )
-    submit = f"--jars {_jars(spec['jars'])} --conf spark.sql.warehouse.dir={warehouse} "
+    submit = (
+        f"--jars {_jars(spec['jars'])} --conf spark.sql.warehouse.dir={warehouse} "
+        f"--driver-java-options {DRIVER_JAVA_OPTIONS} "
+    )
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",

@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.plan import DELIVERIES, REPO, batch_names, read_plan, write_state
+from benchmarks.peers.plan import (
+    DELIVERIES,
+    DRIVER_JAVA_OPTIONS,
+    REPO,
+    batch_names,
+    read_plan,
+    write_state,
+)
 
 JAR_DIR = REPO / "jars" / "peers" / "hudi"
 PAYLOAD = "org.apache.hudi.common.model.debezium.PostgresDebeziumAvroPayload"
@@ -45,6 +52,7 @@ def session() -> Any:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

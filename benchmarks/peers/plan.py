@@ -23,6 +23,10 @@ DELIVERIES = ("one_batch", "file_by_file", "late_files", "replayed_file")
 # Offset of a redelivered file's new name: above every offset of the sample.
 REPLAY_OFFSET = 90_000
 TOAST_PLACEHOLDER = "__debezium_unavailable_value"
+# The peers' driver JVMs run with the collector the project's profile gives its own
+# (profiles/profiles.yml, spark.driver.extraJavaOptions): the comparison is of the engines, not
+# of their garbage collectors.
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
 def sample_tables() -> list[Any]:
