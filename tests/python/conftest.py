@@ -95,19 +95,19 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_oracle.py": 897,
-    "object-store": 879,
-    "test_pipeline_e2e.py": 577,
-    "test_table_formats.py:delta": 576,
-    "test_oracle_faults.py": 575,
-    "test_peers.py": 574,
-    "test_table_formats.py:hudi": 461,
-    "test_benchmarks.py": 429,
-    "test_debezium_samples_e2e.py": 278,
-    "test_oracle_ddl.py": 265,
-    "test_schema_changes.py": 190,
-    "empty-lakehouse": 103,
-    "test_decode.py": 93,
+    "object-store": 853,
+    "test_oracle.py": 845,
+    "test_table_formats.py:delta": 582,
+    "test_peers.py": 543,
+    "test_oracle_faults.py": 463,
+    "test_benchmarks.py": 401,
+    "test_table_formats.py:hudi": 379,
+    "test_pipeline_e2e.py": 351,
+    "test_oracle_ddl.py": 305,
+    "test_debezium_samples_e2e.py": 247,
+    "test_schema_changes.py": 196,
+    "empty-lakehouse": 115,
+    "test_decode.py": 80,
 }
 
 
