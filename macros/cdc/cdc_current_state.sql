@@ -31,7 +31,7 @@
     {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape; the strategy skips
         its work. #}
-    {%- do cdc_set_batch_kind(this, 'nothing_new') %}
+    {{ cdc_batch_kind_note('nothing_new') }}
     select
         *,
         cast(null as string) as _cdc_action,
@@ -43,7 +43,7 @@
     {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
         a newly declared column values of events already applied: resolve the whole change log
         again, as --full-refresh would; the strategy replaces silver with it. -#}
-    {%- do cdc_set_batch_kind(this, 'replace') %}
+    {{ cdc_batch_kind_note('replace') }}
     {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
     select
         {%- for column in keys + attributes + cdc_silver_columns() %}
@@ -56,7 +56,7 @@
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
     {%- else %}
-    {%- do cdc_set_batch_kind(this, 'changes') %}
+    {{ cdc_batch_kind_note('changes') }}
     {{ cdc_resolve_batch(
         new_changes, keys, attributes,
         target=this,
@@ -67,7 +67,7 @@
     ) }}
     {%- endif %}
 {%- else %}
-    {%- do cdc_set_batch_kind(this, 'full') %}
+    {{ cdc_batch_kind_note('full') }}
     {%- set carry = cdc_batch_has_unavailable(changes) -%}
     {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_has_key_changes(changes)) -%}
     select
@@ -83,32 +83,37 @@
 
 
 {#
-  What this run of a silver model is, decided by the model's compiled SQL and read by the
-  cdc_merge strategy and the post-hook (cdc_finalize_merge) of the same run, through a note in
-  the adapter (set_cdc_batch_kind): `full` (a full build, no strategy: the post-hook writes the
-  tombstones and the watermark), `nothing_new` (nothing landed since the watermark), `changes`
-  (the new events resolved against silver: merge them) or `replace` (a late event or a newly
-  declared column: the whole change log resolved again replaces silver).
+  What this run of a silver or history model is, decided when its SQL compiles and read by the
+  incremental strategy and the post-hook (cdc_finalize_merge) of the same run: `full` (a full
+  build, no strategy: a silver model's post-hook writes the tombstones and the watermark),
+  `nothing_new` (nothing landed since the watermark), `changes` (the new events resolved
+  against the table: merge them) or `replace` (silver only: a late event or a newly declared
+  column, the whole change log resolved again replaces silver). The decision is a comment in
+  the compiled SQL (target/compiled shows it), read back from the node's `compiled_code`: it
+  belongs to this run of this node, and nothing outside it holds state between the model's
+  compile and its hooks.
 #}
-{% macro cdc_set_batch_kind(relation, kind) %}
-    {%- if execute -%}
-        {%- do adapter.set_cdc_batch_kind(relation, kind) -%}
-    {%- endif -%}
+{% macro cdc_batch_kind_note(kind) %}
+    {{- return('/* cdc_batch_kind: ' ~ kind ~ ' */') -}}
 {% endmacro %}
 
 
-{#- The kind cdc_set_batch_kind noted for `relation` in this run (none if none); `take` removes
-    the note (the post-hook, last to read it). -#}
-{% macro cdc_batch_kind(relation, take=false) %}
-    {{ return(adapter.cdc_batch_kind(relation, take)) }}
+{#- The kind cdc_batch_kind_note wrote into this node's compiled SQL; none if it wrote none (the
+    model does not call cdc_current_state or cdc_history). -#}
+{% macro cdc_batch_kind() %}
+    {%- set kinds = modules.re.findall('/[*] cdc_batch_kind: ([a-z_]+) [*]/', compiled_code or '') | unique | list -%}
+    {%- if kinds | length > 1 -%}
+        {{ exceptions.raise_compiler_error(model.name ~ ": its compiled SQL notes more than one kind of run: " ~ kinds | join(', ')) }}
+    {%- endif -%}
+    {{ return(kinds[0] if kinds else none) }}
 {% endmacro %}
 
 
 {#- The kind an incremental strategy (`strategy`) applies: `nothing_new` (nothing landed since
     the watermark: the strategy writes nothing) or one of `kinds`. Any other note means the
     model's SQL does not call `body_macro`, whose select the strategy expects. -#}
-{% macro cdc_strategy_batch_kind(relation, strategy, body_macro, kinds) %}
-    {%- set kind = cdc_batch_kind(relation) -%}
+{% macro cdc_strategy_batch_kind(strategy, body_macro, kinds) %}
+    {%- set kind = cdc_batch_kind() -%}
     {%- if kind != 'nothing_new' and kind not in kinds -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy '" ~ strategy ~ "' applies the select of " ~ body_macro ~ "(), which this model's SQL does not call") }}
     {%- endif -%}

@@ -1,6 +1,7 @@
 {#
   Post-hook of every silver and history model. It drops the batch (view or table) an incremental
-  run resolved into (cdc_batch_relation). After a full build of a silver model (cdc_batch_kind
+  run resolved into (cdc_batch_relation), and a history run's scoped changes
+  (cdc_history_scope_checkpoint). After a full build of a silver model (cdc_batch_kind
   `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
   change log and the watermark. A history model's is the watermark after a full build.
 #}
@@ -8,13 +9,16 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set kind = cdc_batch_kind(this, take=true) -%}
+    {%- set kind = cdc_batch_kind() -%}
     {%- if kind == 'nothing_new' -%}
         {#- Nothing landed since the watermark: no batch table was made, nothing moves. -#}
         {{ return('') }}
     {%- endif -%}
     {{ cdc_drop_batch(cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
+        {%- if kind == 'changes' and target.method == 'session' -%}
+            {{ cdc_drop_batch(cdc_history_scope_relation(this)) }}
+        {%- endif -%}
         {#- After a full build, the newest change loaded, which it applied (an incremental run's
             strategy moved the watermark itself). -#}
         {%- if kind != 'full' -%}

@@ -26,8 +26,9 @@
   multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
-  `newest` (SQL expression of the newest `_cdc_loaded_at`). A dbt unit test, whose fixtures
-  cannot be queried here, overrides it.
+  `newest` (SQL expression of the newest `_cdc_loaded_at`), and `queried` (true: the scope was
+  read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint).
+  A dbt unit test, whose fixtures cannot be queried here, overrides it.
 #}
 {% macro cdc_history_scope(changes, keys, attributes) %}
     {%- set scope = {
@@ -73,7 +74,7 @@
     {%- set row = run_query(query).rows[0] -%}
     {{ return({
         'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
-        'newest': "timestamp'" ~ row[2] ~ "'",
+        'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true,
     }) }}
 {% endmacro %}
 
@@ -98,7 +99,7 @@
 {%- if scope is not none and scope.empty %}
 {#- Nothing landed since the last run: an empty batch of the table's shape; the strategy and
     the post-hook skip their work (no batch table, no MERGE, no watermark commit). -#}
-{%- do cdc_set_batch_kind(this, 'nothing_new') %}
+{{ cdc_batch_kind_note('nothing_new') }}
 select
     *,
     cast(null as string) as _cdc_action,
@@ -106,7 +107,7 @@ select
 from {{ this }}
 where false
 {%- else %}
-{%- do cdc_set_batch_kind(this, 'changes' if scope is not none else 'full') %}
+{{ cdc_batch_kind_note('changes' if scope is not none else 'full') }}
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
 {%- set key_changes = cdc_has_key_changes(changes) %}
@@ -118,31 +119,16 @@ changes as (
 ),
 
 {%- if scope is not none and not scope.all_keys %}
-
-{#- Keys touched by changes loaded since the watermark (and, when one of them took part in a
-    primary-key change, every key that did: their TOAST values flow between them) are
-    recomputed from their whole change log. A new truncate recomputes every key. -#}
-affected_keys as (
-    select distinct {{ key_list }}
-    from changes
-    where _cdc_loaded_at > {{ cdc_watermark(this) }} and _cdc_op != 't'
-    {%- if scope.linked_keys %}
-    union
-    select {{ key_list }}
-    from changes
-    left semi join ({{ cdc_key_change_sequences('changes') }}) as key_change_seqs using (_cdc_seq)
-    where _cdc_op in ('c', 'd')
-    {%- endif %}
-),
+{%- set checkpoint = cdc_history_scope_checkpoint(changes, keys, scope) %}
+{%- if checkpoint is not none %}
 
 scoped_changes as (
-    select changes.*
-    from changes
-    left semi join affected_keys using ({{ key_list }})
-    union all
-    select * from changes
-    where _cdc_op = 't'
+    select * from {{ checkpoint }}
 ),
+{%- else %}
+
+{{ cdc_history_scoped_changes(keys, scope) }},
+{%- endif %}
 {%- else %}
 
 scoped_changes as (
@@ -379,3 +365,65 @@ select * from final
     {{ return([ignored] if ignored is string else ignored) }}
 {% endmacro %}
 
+
+{#- The events an incremental history run recomputes, as the CTEs `affected_keys` and
+    `scoped_changes` over a CTE `changes` (the change log): keys touched by changes loaded since
+    the watermark (and, when one of them took part in a primary-key change, every key that did:
+    their TOAST values flow between them) are recomputed from their whole change log, with every
+    truncate. -#}
+{% macro cdc_history_scoped_changes(keys, scope) %}
+{%- set key_list = cdc_column_list(keys) -%}
+affected_keys as (
+    select distinct {{ key_list }}
+    from changes
+    where _cdc_loaded_at > {{ cdc_watermark(this) }} and _cdc_op != 't'
+    {%- if scope.linked_keys %}
+    union
+    select {{ key_list }}
+    from changes
+    left semi join ({{ cdc_key_change_sequences('changes') }}) as key_change_seqs using (_cdc_seq)
+    where _cdc_op in ('c', 'd')
+    {%- endif %}
+),
+
+scoped_changes as (
+    select changes.*
+    from changes
+    left semi join affected_keys using ({{ key_list }})
+    union all
+    select * from changes
+    where _cdc_op = 't'
+)
+{%- endmacro %}
+
+
+{#- The scoped changes of an incremental history run read once (method: session): a
+    checkpoint view in this process's session (the adapter's checkpoint_view), which the
+    resolution reads in place of the change log. Inlined, the change log was scanned once per
+    reference in the resolution's plan (26 scans of the bronze table for one run of the
+    sample's customers history, with the staging view's filter each time); the checkpoint
+    costs one. Returns the view (dropped by the post-hook), or none: a Thrift target (no session
+    in this process), or a scope not read off the change log (a unit test's fixtures). -#}
+{% macro cdc_history_scope_checkpoint(changes, keys, scope) %}
+    {%- if not execute or target.method != 'session' or not scope.get('queried', false) -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set view = cdc_history_scope_relation(this) -%}
+    {%- set query -%}
+        with
+        changes as (
+            select * from {{ changes }}
+        ),
+        {{ cdc_history_scoped_changes(keys, scope) }}
+        select * from scoped_changes
+    {%- endset -%}
+    {%- do adapter.checkpoint_view(query, view) -%}
+    {{ return(view) }}
+{% endmacro %}
+
+
+{#- The session's temporary view of a history model's scoped changes. -#}
+{% macro cdc_history_scope_relation(relation) %}
+    {%- set view = relation.schema ~ '__' ~ relation.identifier ~ '__cdc_scope' -%}
+    {{ return(relation.incorporate(path={"identifier": view}, type='view').include(database=false, schema=false)) }}
+{% endmacro %}

@@ -13,7 +13,7 @@
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_key_columns() -%}
-{%- set kind = cdc_strategy_batch_kind(target, 'cdc_history', 'cdc_history', ['changes']) -%}
+{%- set kind = cdc_strategy_batch_kind('cdc_history', 'cdc_history', ['changes']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}

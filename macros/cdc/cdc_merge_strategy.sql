@@ -41,7 +41,7 @@
 {% macro default__get_incremental_cdc_merge_sql(source, target, unique_key) %}
 {%- set keys = cdc_key_columns() -%}
 {%- set soft = cdc_delete_mode() == 'soft' -%}
-{%- set kind = cdc_strategy_batch_kind(target, 'cdc_merge', 'cdc_current_state', ['changes', 'replace']) -%}
+{%- set kind = cdc_strategy_batch_kind('cdc_merge', 'cdc_current_state', ['changes', 'replace']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
@@ -247,7 +247,7 @@
     deleted). A checkpoint (or a table) holds the rows computed once. A run with nothing new
     keeps dbt-spark's temporary view: its select is empty and the strategy writes nothing. -#}
 {% macro sparksession_incremental_batch_table(strategy, relation) %}
-    {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_batch_kind(relation) not in (none, 'nothing_new') -%}
+    {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_batch_kind() not in (none, 'nothing_new') -%}
         {{ return(cdc_batch_relation(relation)) }}
     {%- endif -%}
     {{ return(none) }}

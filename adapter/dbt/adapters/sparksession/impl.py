@@ -2,7 +2,6 @@
 detection that works behind Iceberg's SparkSessionCatalog, and views that keep their types."""
 
 import builtins
-import threading
 from typing import Any
 
 from dbt.adapters.base import BaseRelation, PythonJobHelper, available
@@ -12,6 +11,7 @@ from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
 from dbt.adapters.sparksession.python_submissions import SessionPythonJobHelper
 from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
+from dbt_common.exceptions import DbtRuntimeError
 
 # Behind SparkSessionCatalog, `show table extended` reports Iceberg tables as `Provider: hive`;
 # their table properties still give them away.
@@ -42,14 +42,6 @@ def clear_orphan_table_folder(schema: str, table: str) -> str:
         return ""
     filesystem.delete(folder, True)
     return folder.toString()
-
-
-# What the compiled SQL of a CDC model decided about its run (cdc_batch_kind in the project's
-# macros), for the incremental strategy and the post-hook of the same node. dbt compiles a node
-# and then runs its materialization in one thread of one process, so the note is set before it
-# is read; the post-hook takes it away.
-_batch_kinds: dict[str, str] = {}
-_batch_kinds_lock = threading.Lock()
 
 
 class SparkSessionAdapter(SparkAdapter):
@@ -104,19 +96,22 @@ class SparkSessionAdapter(SparkAdapter):
         return clear_orphan_table_folder(str(relation.schema), str(relation.identifier))
 
     @available
-    def set_cdc_batch_kind(self, relation: Any, kind: str) -> str:
-        """Note what this run of the model behind `relation` is (see cdc_batch_kind)."""
-        with _batch_kinds_lock:
-            _batch_kinds[str(relation)] = kind
-        return ""
+    def checkpoint_view(self, sql: str, relation: Any) -> str:
+        """Run `sql` once in this process's session and name its rows, checkpointed, as the
+        temporary view `relation` (no schema): what sparksession_checkpoint_view does in a
+        materialization, for a macro that runs while a model compiles (dbt allows Python
+        statements only in materializations). Needs the session (method: session)."""
+        from pyspark.sql import SparkSession
 
-    @available
-    def cdc_batch_kind(self, relation: Any, take: bool = False) -> str | None:
-        """The note set by set_cdc_batch_kind in this run, or None; `take` removes it."""
-        with _batch_kinds_lock:
-            if take:
-                return _batch_kinds.pop(str(relation), None)
-            return _batch_kinds.get(str(relation))
+        spark = SparkSession.builder.getOrCreate()
+        try:
+            checkpoint = spark.sql(sql).localCheckpoint(eager=True)
+        except Exception as exc:
+            java = getattr(exc, "java_exception", None)
+            detail = java.toString() if java is not None else str(exc) or repr(exc)
+            raise DbtRuntimeError(f"checkpoint of {relation.identifier} failed: {detail}") from exc
+        checkpoint.createOrReplaceTempView(str(relation.identifier))
+        return ""
 
     @available
     def sql_string(self, text: str) -> str:
