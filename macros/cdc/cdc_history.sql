@@ -424,6 +424,5 @@ scoped_changes as (
 
 {#- The session's temporary view of a history model's scoped changes. -#}
 {% macro cdc_history_scope_relation(relation) %}
-    {%- set view = relation.schema ~ '__' ~ relation.identifier ~ '__cdc_scope' -%}
-    {{ return(relation.incorporate(path={"identifier": view}, type='view').include(database=false, schema=false)) }}
+    {{ return(cdc_session_view(relation, 'cdc_scope')) }}
 {% endmacro %}

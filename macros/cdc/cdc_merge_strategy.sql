@@ -229,10 +229,18 @@
     the model's. The post-hook (cdc_finalize_merge) drops it. -#}
 {% macro cdc_batch_relation(relation) %}
     {%- if target.method == 'session' -%}
-        {%- set view = relation.schema ~ '__' ~ relation.identifier ~ '__cdc_batch' -%}
-        {{ return(relation.incorporate(path={"identifier": view}, type='view').include(database=false, schema=false)) }}
+        {{ return(cdc_session_view(relation, 'cdc_batch')) }}
     {%- endif -%}
     {{ return(relation.incorporate(path={"identifier": relation.identifier ~ '__cdc_batch'}, type='table')) }}
+{% endmacro %}
+
+
+{#- A temporary view of this process's session that belongs to the model `relation`:
+    `<schema>__<model>__<suffix>`, without a schema (temporary views have one namespace per
+    session, and models of two schemas may share a name). -#}
+{% macro cdc_session_view(relation, suffix) %}
+    {%- set view = relation.schema ~ '__' ~ relation.identifier ~ '__' ~ suffix -%}
+    {{ return(relation.incorporate(path={"identifier": view}, type='view').include(database=false, schema=false)) }}
 {% endmacro %}
 
 
