@@ -8,7 +8,11 @@ from dbt.adapters.base import BaseRelation, PythonJobHelper, available
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.spark import SparkAdapter
 from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
-from dbt.adapters.sparksession.python_submissions import SessionPythonJobHelper
+from dbt.adapters.sparksession.python_submissions import (
+    SessionPythonJobHelper,
+    checkpoint_view,
+    spark_error_detail,
+)
 from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
 from dbt_common.exceptions import DbtRuntimeError
@@ -97,20 +101,17 @@ class SparkSessionAdapter(SparkAdapter):
 
     @available
     def checkpoint_view(self, sql: str, relation: Any) -> str:
-        """Run `sql` once in this process's session and name its rows, checkpointed, as the
-        temporary view `relation` (no schema): what sparksession_checkpoint_view does in a
-        materialization, for a macro that runs while a model compiles (dbt allows Python
-        statements only in materializations). Needs the session (method: session)."""
+        """The rows of `sql`, checkpointed, as the temporary view `relation` (no schema), for a
+        macro that runs while a model compiles (dbt allows Python statements only in
+        materializations; see python_submissions.checkpoint_view). Needs the session (method:
+        session)."""
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.getOrCreate()
         try:
-            checkpoint = spark.sql(sql).localCheckpoint(eager=True)
+            checkpoint_view(SparkSession.builder.getOrCreate(), sql, str(relation.identifier))
         except Exception as exc:
-            java = getattr(exc, "java_exception", None)
-            detail = java.toString() if java is not None else str(exc) or repr(exc)
+            detail = spark_error_detail(exc)
             raise DbtRuntimeError(f"checkpoint of {relation.identifier} failed: {detail}") from exc
-        checkpoint.createOrReplaceTempView(str(relation.identifier))
         return ""
 
     @available

@@ -7,6 +7,29 @@ from dbt.adapters.spark import SparkCredentials
 from dbt_common.exceptions import DbtRuntimeError
 
 
+def spark_error_detail(exc: BaseException) -> str:
+    """What a failed Spark call says: the Java exception's text when py4j carries one (a
+    Py4JJavaError's own message is little more than its class), else the error's message."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        return str(java.toString())
+    return getattr(exc, "desc", None) or str(exc) or repr(exc)
+
+
+def checkpoint_view(spark: Any, sql: str, name: str) -> None:
+    """The rows of `sql`, computed once and checkpointed in this process (`localCheckpoint`:
+    kept by Spark's block manager, their lineage cut), as the temporary view `name`. Each
+    statement that reads the view reads those rows: they are not computed again, and not from
+    tables the run has written since; a cached view (`cache table`) would be, since Spark
+    refreshes a cache when a table its plan reads is written. Nothing goes through the catalog
+    or the warehouse (a table would cost a create, a commit and a drop per run). The blocks are
+    freed with the view (garbage collected); a lost executor fails the run, which then starts
+    again from the watermark. Used by the incremental materialization (a Python statement,
+    sparksession_checkpoint_view) and by macros that run while a model compiles
+    (SparkSessionAdapter.checkpoint_view)."""
+    spark.sql(sql).localCheckpoint(eager=True).createOrReplaceTempView(name)
+
+
 class SessionPythonJobHelper(PythonJobHelper):
     def __init__(self, parsed_model: dict, credentials: SparkCredentials) -> None:
         self.parsed_model = parsed_model
@@ -23,10 +46,7 @@ class SessionPythonJobHelper(PythonJobHelper):
         try:
             exec(compile(compiled_code, name, "exec"), namespace)
         except Exception as exc:  # surface the model's own error, not a dbt internal one
-            detail = getattr(exc, "desc", None) or str(exc) or repr(exc)
-            java = getattr(exc, "java_exception", None)
-            if java is not None:
-                detail = f"{java.toString()}"
+            detail = spark_error_detail(exc)
             raise DbtRuntimeError(f"Python model {name} failed: {detail}") from exc
         # Rows the code knows it produced (py_write_temp_view), or None: unknown.
         return namespace.get("dbt_rows_affected")

@@ -166,15 +166,10 @@
 {% endmacro %}
 
 
-{#-- sparksession: Python run in the session dbt's SQL uses (method: session): the select, computed
-     once and checkpointed in this process (`localCheckpoint`: kept by Spark's block manager,
-     its lineage cut), as a temporary view. Each statement that reads the view reads those
-     rows: they are not computed again, and not from tables the run has written since; a
-     cached view (`cache table`) would be, since Spark refreshes a cache when a table its plan
-     reads is written. Nothing goes through the catalog or the warehouse (a table would cost a
-     create, a commit and a drop per run). The blocks are freed with the view (garbage
-     collected); a lost executor fails the run, which then starts again from the watermark. --#}
+{#-- sparksession: Python run in the session dbt's SQL uses (method: session): the select,
+     computed once and checkpointed in this process as a temporary view (see
+     python_submissions.checkpoint_view: why a checkpoint, not a cached view or a table). --#}
 {% macro sparksession_checkpoint_view(compiled_code, relation) %}
-batch = spark.sql({{ tojson(compiled_code) }}).localCheckpoint(eager=True)
-batch.createOrReplaceTempView({{ tojson(relation.identifier) }})
+from dbt.adapters.sparksession.python_submissions import checkpoint_view
+checkpoint_view(spark, {{ tojson(compiled_code) }}, {{ tojson(relation.identifier) }})
 {% endmacro %}
