@@ -4,8 +4,8 @@ Every lakehouse is a private folder (`CDC_LAKEHOUSE_DIR`: Derby metastore, Icebe
 so tests never touch the developer's `.lakehouse/`. dbt commands on the embedded target run in
 one long-lived dbt process per test process (dbt_worker.py: a warm JVM from one command and one
 lakehouse to the next, see `_hold`); commands with their own environment (cluster targets) run
-as `dbt` CLI subprocesses. Derby is single-process: `stop_dbt_worker` before anything else
-opens the same lakehouse.
+as `dbt` CLI subprocesses, or several in a `DbtProcess` of their own. Derby is single-process:
+`stop_dbt_worker` before anything else opens the same lakehouse.
 """
 
 from __future__ import annotations
@@ -315,6 +315,43 @@ def run_dbt(
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-80:])
         raise AssertionError(f"dbt {' '.join(args)} failed ({result.returncode}):\n{tail}")
     return result
+
+
+class DbtProcess:
+    """One dbt process of its own (dbt_worker.py), its JVM warm from one command to the next,
+    with `env` added to the tests' environment (a target's settings: a metastore service,
+    object storage): for several commands that would each pay a new JVM as `run_dbt(env=...)`
+    subprocesses. Its files (logs, Derby's log) go to `lakehouse`; it does not hold a lakehouse
+    the way the tests' shared process does, so its catalog must not be Derby in another
+    process's folder. Use as a context manager: the process stops on exit."""
+
+    def __init__(self, lakehouse: Path, env: Mapping[str, str]):
+        lakehouse.mkdir(parents=True, exist_ok=True)
+        self.lakehouse = lakehouse
+        self.worker = _Worker(lakehouse, {**_worker_env(lakehouse), **env})
+
+    def __enter__(self) -> DbtProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.worker.stop()
+
+    def run(
+        self,
+        args: list[str],
+        *,
+        variables: Mapping[str, Any] | None = None,
+        check: bool = True,
+        timeout: int = 1200,
+    ) -> subprocess.CompletedProcess[str]:
+        """`dbt <args>` in this process; as `run_dbt`, fails with the end of dbt's output."""
+        request = {"args": [*args, *_dbt_options(self.lakehouse, variables)], "cwd": str(REPO)}
+        returncode, output = self.worker.request(request, timeout)
+        result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
+        if check and returncode != 0:
+            tail = "\n".join(output.splitlines()[-80:])
+            raise AssertionError(f"dbt {' '.join(args)} failed ({returncode}):\n{tail}")
+        return result
 
 
 def landing_files(root: Path) -> list[Path]:

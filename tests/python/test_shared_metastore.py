@@ -4,18 +4,18 @@
 The lakehouse is the one test_cluster_targets.py built before this file (object_store_stack.py:
 the same metastore service and the same warehouse and landing zone in object storage), which
 this file continues as a production loop continues what a first build made: while `python -m
-cdc_lakehouse.continuous` keeps building the customers tables of the sample in a loop, other
-processes on the same lakehouse run `dbt show`, a `dbt build` of the products tables and `dbt
-docs generate`. With the embedded Derby metastore each of them fails while the loop's process
-holds it. Nothing has landed since the cluster build, so the loop's runs find no new file (its
-first run, which ends before the other processes start, builds the customers tables from
-nothing when this file runs alone: the runs beside the others find nothing new either way).
-The products build rebuilds its tables from the landing files (`--full-refresh`): every write
-of a first build, beside the loop. Then two processes append to one Iceberg table at once:
-every commit must survive (the metastore lock; without it Hive 2.3.9 lets one process
-overwrite the other's commit). Last, Trino (single node, its Iceberg connector on the same
-metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver, history
-and gold tables those processes built, and every cell equals Spark's. The tables live in
+cdc_lakehouse.continuous` keeps building the customers tables of the sample in a loop, another
+dbt process on the same lakehouse runs `dbt show`, a `dbt build` of the products tables and `dbt
+docs generate`, one after the other (its JVM started once). With the embedded Derby metastore it
+fails while the loop's process holds it. Nothing has landed since the cluster build, so the
+loop's runs find no new file (its first run, which ends before the other processes start, builds
+the customers tables from nothing when this file runs alone: the runs beside the others find
+nothing new either way). The products build rebuilds its tables from the landing files (`--full-
+refresh`): every write of a first build, beside the loop. Then two processes append to one
+Iceberg table at once: every commit must survive (the metastore lock; without it Hive 2.3.9 lets
+one process overwrite the other's commit). Last, Trino (single node, its Iceberg connector on
+the same metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver,
+history and gold tables those processes built, and every cell equals Spark's. The tables live in
 object storage (SeaweedFS, `cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process,
 the metastore service, Trino's native S3 file system and pyiceberg's reach them there.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lakehouse import REPO, _worker_env, expected_state, read_export, run_dbt
+from lakehouse import REPO, DbtProcess, _worker_env, expected_state, read_export
 from object_store_stack import LANDING, WAREHOUSE, ObjectStoreStack
 
 from cdc_lakehouse import objectstore, trino
@@ -143,27 +143,23 @@ def shared(
             loop.wait_for_runs(1)
             others_started = time.time()
             live = "select count(*) as n from silver.customers where not _cdc_is_deleted"
-            show = run_dbt(
-                ["show", "--inline", live, "--output", "json"],
-                lakehouse=lakehouse,
-                variables={"cdc_landing_root": LANDING},
-                env=stack.env,
-            )
-            run_dbt(
-                # a whole build beside the loop, also on the tables the cluster build left
-                ["build", "--full-refresh", "--select", *OTHER_SELECT, *NO_TESTS],
-                lakehouse=lakehouse,
-                variables={"cdc_landing_root": LANDING, "cdc_export_dir": str(other_export)},
-                env=stack.env,
-            )
-            run_dbt(
-                # compiled for the built models only: a CDC model's compilation queries its
-                # inputs, and run alone this file builds two of the sample's tables, not all
-                ["docs", "generate", "--select", *BUILT],
-                lakehouse=lakehouse,
-                variables={"cdc_landing_root": LANDING},
-                env=stack.env,
-            )
+            # The other commands beside the loop: one more dbt process, its JVM started once.
+            with DbtProcess(lakehouse, stack.env) as other:
+                show = other.run(
+                    ["show", "--inline", live, "--output", "json"],
+                    variables={"cdc_landing_root": LANDING},
+                )
+                other.run(
+                    # a whole build beside the loop, also on the tables the cluster build left
+                    ["build", "--full-refresh", "--select", *OTHER_SELECT, *NO_TESTS],
+                    variables={"cdc_landing_root": LANDING, "cdc_export_dir": str(other_export)},
+                )
+                other.run(
+                    # compiled for the built models only: a CDC model's compilation queries its
+                    # inputs, and run alone this file builds two of the sample's tables, not all
+                    ["docs", "generate", "--select", *BUILT],
+                    variables={"cdc_landing_root": LANDING},
+                )
             others_ended = time.time()
             runs_then = len(loop.reports)
             # One more run after the others, then stop the loop while it waits for the next
@@ -298,7 +294,8 @@ def test_the_loop_kept_running_beside_the_others(shared: dict[str, Any]) -> None
     reports = shared["loop"]
     assert all(r["success"] for r in reports), reports
     started, ended = shared["window"]
-    # a loop run that began before the other processes ended, and ended after they began
+    # a loop run that began before the other dbt process's commands ended, and ended after
+    # they began
     spans = [(datetime.fromisoformat(r["started"]).timestamp(), r["seconds"]) for r in reports]
     assert any(at - 1 < ended and at + seconds + 1 > started for at, seconds in spans), spans
     assert len(reports) >= 2
