@@ -95,19 +95,19 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "object-store": 853,
     "test_oracle.py": 845,
-    "test_table_formats.py:delta": 582,
-    "test_peers.py": 543,
-    "test_oracle_faults.py": 463,
-    "test_benchmarks.py": 401,
-    "test_table_formats.py:hudi": 379,
-    "test_pipeline_e2e.py": 351,
-    "test_oracle_ddl.py": 305,
-    "test_debezium_samples_e2e.py": 247,
-    "test_schema_changes.py": 196,
-    "empty-lakehouse": 115,
-    "test_decode.py": 80,
+    "object-store": 794,
+    "test_oracle_faults.py": 558,
+    "test_peers.py": 506,
+    "test_table_formats.py:delta": 498,
+    "test_table_formats.py:hudi": 488,
+    "test_pipeline_e2e.py": 449,
+    "test_benchmarks.py": 425,
+    "test_oracle_ddl.py": 374,
+    "test_schema_changes.py": 224,
+    "test_debezium_samples_e2e.py": 140,
+    "test_decode.py": 123,
+    "empty-lakehouse": 118,
 }
 
 
