@@ -10,8 +10,8 @@ docs generate`, one after the other (its JVM started once). With the embedded De
 fails while the loop's process holds it. Nothing has landed since the cluster build, so the
 loop's runs find no new file (its first run, which ends before the other processes start, builds
 the customers tables from nothing when this file runs alone: the runs beside the others find
-nothing new either way). The products build rebuilds its tables from the landing files (`--full-
-refresh`): every write of a first build, beside the loop. Then two processes append to one
+nothing new either way). The products build rebuilds its tables from the landing files
+(`--full-refresh`): every write of a first build, beside the loop. Then two processes append to one
 Iceberg table at once: every commit must survive (the metastore lock; without it Hive 2.3.9 lets
 one process overwrite the other's commit). Last, Trino (single node, its Iceberg connector on
 the same metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver,
