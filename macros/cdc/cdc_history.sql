@@ -402,10 +402,12 @@ scoped_changes as (
     resolution reads in place of the change log. Inlined, the change log was scanned once per
     reference in the resolution's plan (26 scans of the bronze table for one run of the
     sample's customers history, with the staging view's filter each time); the checkpoint
-    costs one. Returns the view (dropped by the post-hook), or none: a Thrift target (no session
-    in this process), or a scope not read off the change log (a unit test's fixtures). -#}
+    costs one. Returns the view (dropped by the post-hook), or none: a command that does not run
+    the model (`dbt compile`, `docs generate`, `show`: no post-hook would drop it, and the SQL
+    inlined is only compiled or read once), a Thrift target (no session in this process), or a
+    scope not read off the change log (a unit test's fixtures). -#}
 {% macro cdc_history_scope_checkpoint(changes, keys, scope) %}
-    {%- if not execute or target.method != 'session' or not scope.get('queried', false) -%}
+    {%- if not execute or flags.WHICH not in ('build', 'run') or target.method != 'session' or not scope.get('queried', false) -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set view = cdc_history_scope_relation(this) -%}
