@@ -311,6 +311,14 @@ def run_dbt(
             text=True,
             timeout=timeout,
         )
+    return _checked(result, args, check)
+
+
+def _checked(
+    result: subprocess.CompletedProcess[str], args: list[str], check: bool
+) -> subprocess.CompletedProcess[str]:
+    """`result` of `dbt <args>`; when `check`, an error with the end of dbt's output if the
+    command failed."""
     if check and result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-80:])
         raise AssertionError(f"dbt {' '.join(args)} failed ({result.returncode}):\n{tail}")
@@ -348,10 +356,7 @@ class DbtProcess:
         request = {"args": [*args, *_dbt_options(self.lakehouse, variables)], "cwd": str(REPO)}
         returncode, output = self.worker.request(request, timeout)
         result = subprocess.CompletedProcess(["dbt", *args], returncode, output, "")
-        if check and returncode != 0:
-            tail = "\n".join(output.splitlines()[-80:])
-            raise AssertionError(f"dbt {' '.join(args)} failed ({returncode}):\n{tail}")
-        return result
+        return _checked(result, args, check)
 
 
 def landing_files(root: Path) -> list[Path]:
