@@ -67,6 +67,18 @@ appender.file.layout.pattern = %d{{HH:mm:ss.SSS}} %-5level [%c{{1}}] %m%n
 """
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id, drawn as Kafka's own `Uuid.randomUuid()` draws one: base64url of
+    a random UUID, never starting with "-". kafka-storage's argument parser reads such an id as an
+    option ("argument --cluster-id/-t: expected one argument"): a one-in-64 failure of the broker's
+    format that CI hit once. The `=` form passes it as a value as well. (apache/kafka#21313 later
+    made Kafka refuse a "-" anywhere in a random id; the start is what the parser reads.)"""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaFailed(RuntimeError):
     pass
 
@@ -158,13 +170,11 @@ class KafkaPipeline:
             )
             + "\n"
         )
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
             self._java(
                 "kafka.tools.StorageTool",
                 "format",
-                "-t",
-                cluster_id,
+                f"--cluster-id={_cluster_id()}",
                 "-c",
                 str(properties),
                 log="storage",
