@@ -74,7 +74,7 @@ _CONNECT = {
     "text": {"type": "string"},
     "status": {"type": "string"},
     "boolean": {"type": "boolean"},
-    "double": {"type": "float64"},
+    "double": {"type": "double"},
     "numeric(12,2)": {
         "type": "bytes",
         "name": "org.apache.kafka.connect.data.Decimal",

@@ -99,13 +99,15 @@ _LOGICAL_TYPES: dict[str, tuple[Encoding, str]] = {
     "io.debezium.data.Json": (TEXT, "string"),
     "io.debezium.data.Uuid": (TEXT, "string"),
 }
+# Type names as JsonConverter writes them (its JsonSchema: `float` and `double`, not Connect's
+# Schema.Type names FLOAT32 / FLOAT64).
 _CONNECT_TYPES: dict[str, tuple[Encoding, str]] = {
     "int8": (PLAIN, "tinyint"),
     "int16": (PLAIN, "smallint"),
     "int32": (PLAIN, "int"),
     "int64": (PLAIN, "bigint"),
-    "float32": (PLAIN, "float"),
-    "float64": (PLAIN, "double"),
+    "float": (PLAIN, "float"),
+    "double": (PLAIN, "double"),
     "boolean": (PLAIN, "boolean"),
     "string": (TEXT, "string"),
     "bytes": (Encoding("base64"), "binary"),
@@ -116,7 +118,8 @@ _TIMESTAMP_BY_MODE = {
     "connect": "epoch_millis",
     "isostring": "iso_local",
 }
-# PostgreSQL's default time precision is 6, so adaptive mode sends MicroTime.
+# PostgreSQL's default time precision is 6, so adaptive mode sends MicroTime (a declared
+# `time(p)` / `timestamp(p)` with p <= 3: milliseconds, see _millis_precision).
 _TIME_BY_MODE = {
     "adaptive": "micros_time",
     "adaptive_time_microseconds": "micros_time",
@@ -160,6 +163,8 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
     if out == "date":
         return Encoding("iso_date" if spec.time_precision_mode == "isostring" else "epoch_days")
     if out == "timestamp_ntz":
+        if _millis_precision(name) and spec.time_precision_mode.startswith("adaptive"):
+            return Encoding("epoch_millis")  # io.debezium.time.Timestamp
         return Encoding(_TIMESTAMP_BY_MODE[spec.time_precision_mode])
     if out == "timestamp":
         if spec.shape == "jdbc":
@@ -167,8 +172,17 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
         return Encoding("zoned")  # Debezium: timestamptz is a UTC ISO string in every mode
     bare = re.sub(r"\(\d+\)", "", name)  # time(3) is a time too
     if TYPE_ALIASES.get(bare, bare) == "time":
+        if _millis_precision(name) and spec.time_precision_mode == "adaptive":
+            return Encoding("millis_time")  # io.debezium.time.Time
         return Encoding(_TIME_BY_MODE[spec.time_precision_mode])
     return TEXT if out == "string" else PLAIN
+
+
+def _millis_precision(declared: str) -> bool:
+    """A `time(p)` or `timestamp(p)` with p <= 3: Debezium's adaptive modes send it in
+    milliseconds (io.debezium.time.Time, io.debezium.time.Timestamp), not microseconds."""
+    found = re.search(r"\((\d+)\)", declared)
+    return found is not None and int(found.group(1)) <= 3
 
 
 def _decimal_scale(spark_decimal: str) -> int:
@@ -525,14 +539,19 @@ def _epoch_micros_sql(sql: str, src: str) -> str:
 
 def unavailable_sql(raw: str, placeholder: str, is_array: bool) -> str:
     """True when the raw JSON text is Debezium's unchanged-TOAST placeholder, in any form:
-    the string, base64 of its bytes (bytea, precise decimals), a text array holding it, or the
-    int/bigint array of its bytes (older Debezium)."""
+    the string, base64 of its bytes (bytea, precise decimals), an array holding either (a text
+    array holds the string, a `bytea[]` the base64: Debezium 3.6 sends an unchanged TOASTed
+    bytea[] as `["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]`), or the int/bigint array of its
+    bytes (older Debezium)."""
     data = placeholder.encode()
+    encoded = base64.b64encode(data).decode()
     if is_array:
         as_ints = "[" + ",".join(map(str, data)) + "]"
-        quoted = _lit(json.dumps(placeholder))
-        return f"({raw} = {_lit(as_ints)} OR ({raw} LIKE '[%' AND contains({raw}, {quoted})))"
-    return f"{raw} IN ({_lit(placeholder)}, {_lit(base64.b64encode(data).decode())})"
+        held = " OR ".join(
+            f"contains({raw}, {_lit(json.dumps(form))})" for form in (placeholder, encoded)
+        )
+        return f"({raw} = {_lit(as_ints)} OR ({raw} LIKE '[%' AND ({held})))"
+    return f"{raw} IN ({_lit(placeholder)}, {_lit(encoded)})"
 
 
 class _Plan:

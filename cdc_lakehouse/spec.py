@@ -70,6 +70,11 @@ def spark_type(declared: str) -> str:
     PostgreSQL's spellings are accepted too: `varchar(40)`, `character varying`, `int8`,
     `timestamp without time zone`..."""
     t = declared.strip().lower().replace(" ", "")
+    # the element type first: `numeric(12,3)[]` is an array of decimals, not a decimal
+    if t.startswith("array<") and t.endswith(">"):
+        return f"array<{spark_type(t[6:-1])}>"
+    if t.endswith("[]"):
+        return f"array<{spark_type(t[:-2])}>"
     if not t.startswith(("decimal", "numeric")):
         # a length or precision limit (varchar(40), timestamp(3)) is the source's check
         t = re.sub(r"\(\d+\)", "", t)
@@ -77,10 +82,6 @@ def spark_type(declared: str) -> str:
     if t.startswith(("decimal", "numeric")):
         inner = t[t.index("(") :] if "(" in t else "(38,18)"
         return f"decimal{inner}"
-    if t.startswith("array<") and t.endswith(">"):
-        return f"array<{spark_type(t[6:-1])}>"
-    if t.endswith("[]"):
-        return f"array<{spark_type(t[:-2])}>"
     if t not in DECLARED_TYPES:
         raise ValueError(f"unknown column type {declared!r}")
     return DECLARED_TYPES[t]

@@ -89,6 +89,7 @@ def _check_source(
             f"table(s) not found in database {config.database}: {', '.join(missing)}"
         )
     partitioned = _check_partitions(conn, config, kinds)
+    _check_replica_identity(conn, config)
     if marker:
         ensure_marker_table(conn)
     return Source(_check_slot(conn, config, slot_wait), partitioned)
@@ -157,6 +158,33 @@ def _check_partitions(
             '"Partitioned tables")'
         )
     return partitioned
+
+
+def _check_replica_identity(conn: psycopg.Connection[Any], config: CaptureConfig) -> None:
+    """A table without a primary key and with REPLICA IDENTITY DEFAULT (or NOTHING) is refused:
+    once it is in the capture's publication PostgreSQL refuses every UPDATE and DELETE of it,
+    the application's too ("cannot update table ... because it does not have a replica
+    identity and publishes updates"), and its changes would carry no key to merge by."""
+    for qualified in config.tables:
+        schema, table = qualified.split(".")
+        identity, has_key = conn.execute(
+            """
+            select c.relreplident,
+                   exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary)
+            from pg_class c join pg_namespace n on n.oid = c.relnamespace
+            where n.nspname = %s and c.relname = %s
+            """,
+            (schema, table),
+        ).fetchone()
+        if identity == "n" or (identity == "d" and not has_key):
+            raise PreflightError(
+                f"{qualified} has no primary key and replica identity "
+                f"{'NOTHING' if identity == 'n' else 'DEFAULT'}: in the capture's publication "
+                "PostgreSQL would refuse every UPDATE and DELETE of it, your application's too, "
+                "and its changes would carry no key. Add a primary key, or run `ALTER TABLE "
+                f"{qualified} REPLICA IDENTITY FULL` and register its key columns (`key:` in "
+                "tables/<source>.yml)"
+            )
 
 
 def _partition_root(conn: psycopg.Connection[Any], qualified: str) -> str:

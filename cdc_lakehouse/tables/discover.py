@@ -17,6 +17,7 @@ import fnmatch
 import gzip
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,14 @@ _INTERVAL_NOTE = (
 )
 
 
+# Geometric types other than `point` are not in Debezium's type map: its events leave such a
+# column out (`include.unknown.datatypes` is off by default).
+_NOT_CAPTURED = {"line", "lseg", "box", "path", "polygon", "circle"}
+_NOT_CAPTURED_NOTE = (
+    "type {} is not in Debezium's type map: its events leave the column out, it stays empty"
+)
+
+
 def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
     """A registry type for a PostgreSQL type as `format_type` spells it, and a note when it
     has no typed mapping (kept as text: enums, network and geometric types...) or one a reader
@@ -102,14 +111,20 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
         return f"{inner}[]", note
     lowered = t.lower()
     if lowered.startswith("time") and not lowered.startswith("timestamp"):
-        # Debezium writes a timetz as io.debezium.time.ZonedTime text, in UTC: `11:14:15.5Z`
-        return ("timetz" if lowered.endswith("with time zone") else "time"), None
+        # Debezium writes a timetz as io.debezium.time.ZonedTime text, in UTC: `11:14:15.5Z`;
+        # a time's precision decides its unit (milliseconds up to 3 in the adaptive modes)
+        if lowered.endswith("with time zone"):
+            return "timetz", None
+        precision = re.search(r"\(\d+\)", lowered)
+        return "time" + (precision.group(0) if precision else ""), None
     if lowered in _DEBEZIUM_DECLARED:
         return _DEBEZIUM_DECLARED[lowered], None
     if lowered.startswith(("bit(", "bit varying")):
         return "bytea", _BITS_NOTE.format(pg_type)
     if lowered.startswith("interval"):
         return "bigint", _INTERVAL_NOTE.format(pg_type)
+    if lowered in _NOT_CAPTURED:
+        return "text", _NOT_CAPTURED_NOTE.format(pg_type)
     try:
         spark_type(t)
         return t, None
@@ -154,7 +169,7 @@ domain_root as (
     join pg_type b on b.oid = d.base and b.typtype <> 'd'
 ),
 columns as (
-    select n.nspname, c.relname, a.attnum, a.attname, c.oid as relid,
+    select n.nspname, c.relname, a.attnum, a.attname, c.oid as relid, a.attgenerated,
            coalesce(r.base, a.atttypid) as type_oid,
            case when r.oid is null then a.atttypmod else r.typmod end as typmod
     from pg_attribute a
@@ -170,7 +185,7 @@ select c.nspname, c.relname, c.attname,
            else format_type(c.type_oid, c.typmod)
        end,
        col_description(c.relid, c.attnum), obj_description(c.relid, 'pg_class'),
-       e.oid is not null as domain_array
+       e.oid is not null as domain_array, c.attgenerated = 's' as generated
 from columns c
 join pg_type t on t.oid = c.type_oid
 left join domain_root e on e.oid = t.typelem and t.typcategory = 'A'
@@ -196,7 +211,7 @@ def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, st
         rows = conn.execute(COLUMNS_SQL, (list(schemas),)).fetchall()
         keys = conn.execute(KEYS_SQL, (list(schemas),)).fetchall()
     found: dict[tuple[str, str], Found] = {}
-    for schema, table, column, pg_type, comment, table_comment, domain_array in rows:
+    for schema, table, column, pg_type, comment, table_comment, domain_array, generated in rows:
         entry = found.setdefault((schema, table), Found(table, [], [], table_comment))
         declared, note = declared_from_postgres(pg_type)
         if note:
@@ -205,6 +220,13 @@ def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, st
             entry.notes.append(
                 f"{column}: an array of a domain type, which Debezium leaves out of its events "
                 "(the column stays empty)"
+            )
+        if generated:
+            entry.notes.append(
+                f"{column}: a stored generated column, which PostgreSQL before 18 does not "
+                "publish: only the snapshot carries it, a row's first streamed change leaves it "
+                "NULL (compute it in a model, or publish it: PostgreSQL 18's "
+                "publish_generated_columns)"
             )
         entry.columns.append((column, declared, comment))
     for schema, table, column in keys:

@@ -74,6 +74,9 @@
         {{ return("date_format(" ~ expression ~ ", \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS\")") }}
     {%- elif t == 'binary' -%}
         {{ return('base64(' ~ expression ~ ')') }}
+    {%- elif t in ('array<timestamp>', 'array<timestamp_ntz>', 'array<date>') -%}
+        {#- to_json would write a timestamp to the millisecond: each element as its scalar -#}
+        {{ return('to_json(transform(' ~ expression ~ ', x -> ' ~ cdc_canonical_text('x', t[6:-1]) ~ '))') }}
     {%- elif t.startswith('array') or t.startswith('map') or t.startswith('struct') -%}
         {{ return('to_json(' ~ expression ~ ')') }}
     {%- endif -%}

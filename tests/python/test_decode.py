@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
-from cdc_lakehouse.decode import backfills, declared_encoding, decode_changes
+from cdc_lakehouse.decode import backfills, connect_encoding, declared_encoding, decode_changes
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.spec import DECLARED_TYPES, SHAPES, TableSpec, spark_type
 from cdc_lakehouse.tables.discover import declared_from_postgres
@@ -452,8 +452,8 @@ def untyped_columns(data_type: DataType, path: str = "") -> list[str]:
 CONNECT_FIELDS = [
     connect_field("small", "int16"),
     connect_field("big", "int64"),
-    connect_field("real", "float32"),
-    connect_field("dbl", "float64"),
+    connect_field("real", "float"),
+    connect_field("dbl", "double"),
     connect_field("flag", "boolean"),
     connect_field("d", "int32", "io.debezium.time.Date"),
     connect_field("t", "int64", "io.debezium.time.MicroTime"),
@@ -695,6 +695,7 @@ def test_every_placeholder_form_is_reported_and_nulled(spark: SparkSession, tmp_
         "m": as_base64,
         "j": PLACEHOLDER,
         "t": PLACEHOLDER,
+        "ba": [as_base64],  # an unchanged TOASTed bytea[], as Debezium 3.6 sent it
         "keep": "kept",
     }
     custom = {"id": 8, "t": "<unchanged>", "j": PLACEHOLDER}
@@ -712,13 +713,14 @@ def test_every_placeholder_form_is_reported_and_nulled(spark: SparkSession, tmp_
         "m": "decimal(10,2)",
         "j": "jsonb",
         "t": "text",
+        "ba": "bytea[]",
         "keep": "text",
     }
     rows = collect(
         decode(spark, tmp_path, TableSpec(topic="t.toast", key=("id",), columns=columns))
     )
-    assert rows[0]._cdc_unavailable_columns == "b,a,n,m,j,t"
-    assert [rows[0][c] for c in columns] == [7, None, None, None, None, None, None, "kept"]
+    assert rows[0]._cdc_unavailable_columns == "b,a,n,m,j,t,ba"
+    assert [rows[0][c] for c in columns] == [7, None, None, None, None, None, None, None, "kept"]
     assert rows[0]._cdc_reject_reason is None
 
     spec = TableSpec(topic="t.toast", key=("id",), columns=columns, toast_placeholder="<unchanged>")
@@ -907,8 +909,8 @@ WIDENINGS: dict[str, tuple[str, tuple[dict, Any, Any], tuple[dict, Any, Any], st
     ),
     "real to double precision": (
         "real",
-        (connect_field("c", "float32"), 0.5, 0.5),
-        (connect_field("c", "float64"), 0.1, 0.1),
+        (connect_field("c", "float"), 0.5, 0.5),
+        (connect_field("c", "double"), 0.1, 0.1),
         "double",
     ),
     "numeric(5,2) to numeric(7,2)": (
@@ -989,7 +991,7 @@ CONFLICTS = {
     "a new scale": ("numeric(10,2)", decimal_field("c", 14, 4), "decimal(14,4)"),
     "a smaller scale": ("numeric(10,4)", decimal_field("c", 12, 2), "decimal(12,2)"),
     "int to text": ("int", connect_field("c", "string"), "string"),
-    "int to real": ("int", connect_field("c", "float32"), "float"),
+    "int to real": ("int", connect_field("c", "float"), "float"),
     "int to numeric": ("integer", decimal_field("c", 12, 2), "decimal(12,2)"),
     "double to bigint": ("double", connect_field("c", "int64"), "bigint"),
     "bigint to boolean": ("bigint", connect_field("c", "boolean"), "boolean"),
@@ -1011,7 +1013,7 @@ CONFLICTS = {
 KEPT = {
     "int to smallint": ("bigint", connect_field("c", "int16"), "bigint"),
     "numeric, string mode": ("numeric(12,2)", connect_field("c", "string"), "decimal(12,2)"),
-    "numeric, double mode": ("numeric(12,2)", connect_field("c", "float64"), "decimal(12,2)"),
+    "numeric, double mode": ("numeric(12,2)", connect_field("c", "double"), "decimal(12,2)"),
     "numeric, fewer digits": ("numeric(12,2)", decimal_field("c", 8, 1), "decimal(12,2)"),
     "numeric without precision": ("numeric", decimal_field("c", 12, 2), "decimal(38,18)"),
     "numeric of an int": ("numeric(12,0)", connect_field("c", "int32"), "decimal(12,0)"),
@@ -1291,7 +1293,7 @@ def test_logical_types_from_the_embedded_schema(spark: SparkSession, tmp_path: P
         connect_field("ts_ns", "int64", "io.debezium.time.NanoTimestamp"),
         connect_field("ts_ms", "int64", "io.debezium.time.Timestamp"),
         connect_field("small", "int16"),
-        connect_field("ratio", "float64"),
+        connect_field("ratio", "double"),
         {
             "type": "array",
             "items": {"type": "int32", "optional": True, "name": "io.debezium.time.Date"},
@@ -1337,3 +1339,54 @@ def test_logical_types_from_the_embedded_schema(spark: SparkSession, tmp_path: P
     assert row.days == [date(2024, 2, 29), None, date(1970, 1, 1)]
     assert row.counts == [1, 9007199254740993]
     assert row._cdc_reject_reason is None
+
+
+# Debezium's PostgreSQL connector documentation, "Temporal types": the logical type each
+# `time.precision.mode` writes for a column of each precision (schemas on), by PostgreSQL type
+# as `format_type` spells it. Without schemas the declared type is all the decoder has.
+TEMPORAL_BY_MODE = {
+    "adaptive": {
+        "time(3) without time zone": "io.debezium.time.Time",
+        "time without time zone": "io.debezium.time.MicroTime",
+        "timestamp(0) without time zone": "io.debezium.time.Timestamp",
+        "timestamp(3) without time zone": "io.debezium.time.Timestamp",
+        "timestamp(4) without time zone": "io.debezium.time.MicroTimestamp",
+        "timestamp without time zone": "io.debezium.time.MicroTimestamp",
+    },
+    "adaptive_time_microseconds": {
+        "time(3) without time zone": "io.debezium.time.MicroTime",
+        "time without time zone": "io.debezium.time.MicroTime",
+        "timestamp(3) without time zone": "io.debezium.time.Timestamp",
+        "timestamp without time zone": "io.debezium.time.MicroTimestamp",
+    },
+    "connect": {
+        "time(3) without time zone": "org.apache.kafka.connect.data.Time",
+        "time without time zone": "org.apache.kafka.connect.data.Time",
+        "timestamp(3) without time zone": "org.apache.kafka.connect.data.Timestamp",
+        "timestamp without time zone": "org.apache.kafka.connect.data.Timestamp",
+    },
+}
+
+
+@pytest.mark.parametrize("mode", sorted(TEMPORAL_BY_MODE))
+def test_a_declared_time_decodes_in_the_unit_its_precision_gets(mode: str) -> None:
+    """Schemas off, a `time(3)` or `timestamp(3)` column as `from-postgres` declares it decodes
+    in the unit Debezium writes for that precision and mode: milliseconds up to precision 3 in
+    the adaptive modes (before: read as microseconds, a time(3) of 12:00:00.5 came out as
+    00:00:43.2005 and a timestamp(3) in 4569 as one in 1972)."""
+    spec = TableSpec(topic="t.t", key=("id",), time_precision_mode=mode)
+    for pg_type, logical in TEMPORAL_BY_MODE[mode].items():
+        declared, _ = declared_from_postgres(pg_type)
+        millis_time = ("io.debezium.time.Time", "org.apache.kafka.connect.data.Time")
+        kind = "int32" if logical in millis_time else "int64"
+        field = connect_field("c", kind, logical)
+        assert declared_encoding(declared, spec) == connect_encoding(field)[0], (pg_type, mode)
+
+
+def test_array_types_declare_arrays_of_their_element_type() -> None:
+    """`numeric(12,3)[]` is an array of decimal(12,3): a precision in the element type made the
+    declaration `decimal(12,3)[]`, which no Spark cast reads (the bronze model failed)."""
+    assert spark_type("numeric(12,3)[]") == "array<decimal(12,3)>"
+    assert spark_type("character varying(40)[]") == "array<string>"
+    assert spark_type("timestamp(3) with time zone[]") == "array<timestamp>"
+    assert declared_from_postgres("numeric(12,3)[]")[0] == "numeric(12,3)[]"

@@ -20,6 +20,9 @@ def holds(target: str, source: str) -> bool:
     target, source = target.lower(), source.lower()
     if target == source or target == "string":
         return True
+    if target.startswith("array<") and source.startswith("array<"):
+        # the element types: an Iceberg table stores a smallint[] as array<int>, say
+        return holds(target[6:-1], source[6:-1])
     if source in _INTS and target in _INTS:
         return _INTS.index(source) <= _INTS.index(target)
     if source == "float" and target == "double":
