@@ -74,6 +74,18 @@ def make_project(
     """Create a project as a user does: one registry entry per entry of `tables` (name ->
     `cdc_table` settings, which must hold `key`) in tables/scratch.yml, and the generator writes
     the bronze, staging, silver (and `<name>_history` when `history` is set) models."""
+    project_skeleton(root)
+    entries = {}
+    for name, config in tables.items():
+        entry = {k: v for k, v in config.items() if k != "name"}
+        entry.update(delete_mode=delete_mode, history=history)
+        entries[name] = entry
+    write_registry(root, entries)
+    return root
+
+
+def project_skeleton(root: Path) -> Path:
+    """The project without tables: its registry and generated models are the caller's."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
     for name in ("macros", "profiles", "jars"):
@@ -82,12 +94,6 @@ def make_project(
     # the pipeline columns' doc blocks, which the generated yml files name
     (root / "models").mkdir()
     (root / "models" / "cdc_columns.md").symlink_to(REPO / "models" / "cdc_columns.md")
-    entries = {}
-    for name, config in tables.items():
-        entry = {k: v for k, v in config.items() if k != "name"}
-        entry.update(delete_mode=delete_mode, history=history)
-        entries[name] = entry
-    write_registry(root, entries)
     return root
 
 

@@ -267,6 +267,8 @@ class OracleRun:
 def summarize(report: Path) -> str:
     """One paragraph of figures from the report lines of a test session."""
     entries = [json.loads(line) for line in report.read_text().splitlines() if line]
+    catalogs = [e for e in entries if "catalog" in e]  # catalog_oracle.record
+    entries = [e for e in entries if "catalog" not in e]
     histories: dict[int, dict[str, Any]] = {}
     for entry in entries:
         histories[entry["seed"]] = entry  # the last comparison of each seed holds its totals
@@ -287,4 +289,11 @@ def summarize(report: Path) -> str:
         f"rows compared: {sum(e['rows'] for e in histories.values())} "
         f"({sum(e['cells'] for e in histories.values())} cells); "
         f"mismatches: {sum(e['mismatches'] for e in histories.values())}"
+        + "".join(
+            f"\ncatalog-driven, {e['catalog']}: {e['tables']} tables, {e['columns']} columns of "
+            f"{e['types']} types, {e['sources']} captures (schemas on, off), {e['builds']} "
+            f"builds; events landed: {e['events_landed']}; rows compared: {e['rows']} "
+            f"({e['cells']} cells); mismatches: {e['mismatches']}"
+            for e in catalogs
+        )
     )
