@@ -559,17 +559,17 @@ class Workload:
             if column.name in values:
                 out.append((column, "%s", values[column.name]))
             else:
-                value = self._value(conn, column, column.name in table.key)
-                out.append((column, f"%s::{column.pg_type}", value))
+                out.append((column, f"%s::{column.pg_type}", self._value(conn, column)))
         return out
 
-    def _value(self, conn: psycopg.Connection, column: Column, key: bool) -> str | None:
+    def _value(self, conn: psycopg.Connection, column: Column) -> str | None:
         """A random value of `column`; of a domain, one its checks accept (20 tries). Not a
-        numeric NaN in a key: Debezium's precise decimals stop the capture on one
-        (`Got a special value (NaN/Infinity) for Decimal type`; docs/types.md)."""
+        numeric NaN in a NOT NULL column: Debezium's precise decimals write NaN as null, and
+        stop the capture on it there (`Got a special value (NaN/Infinity) for Decimal type`
+        in a key, `Invalid value: null used for required field` elsewhere; docs/types.md)."""
         for _ in range(20 if column.is_domain else 1):
             value = self.values.of(column)
-            while key and value == "NaN":
+            while column.not_null and column.base == "numeric" and "NaN" in (value or ""):
                 value = self.values.of(column)
             if not column.is_domain:
                 return value
@@ -611,8 +611,10 @@ class Workload:
         candidates = [c for c in table.columns if c.written and (rekey or c.name not in table.key)]
         if rekey:
             chosen = [table.column(k) for k in table.key if table.column(k).written]
-        else:
+        elif candidates:  # a table whose columns are all its key has none: rekeys only
             chosen = self.rng.sample(candidates, self.rng.randint(1, min(4, len(candidates))))
+        else:
+            chosen = []
         if not chosen:
             return False
         assigned = self._assignments(table, chosen, conn)

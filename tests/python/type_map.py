@@ -4,9 +4,9 @@ The types are those of the "Data type mappings" of Debezium's PostgreSQL connect
 (basic, temporal, `time.precision.mode`, decimal, `hstore`, network, geometric, domain, enum and
 array types), each as a column; the shapes are the ones a real schema has: a table of every
 scalar, one of every array, a key made of many types, a table whose columns are all fixed-width,
-a partitioned table, generated and identity columns, and a table without a primary key. Nothing
-here knows what the pipeline does with a type: the values are written by `catalog_oracle`, from
-the catalog alone.
+one whose columns are all its key, a partitioned table, generated and identity columns, and a
+table without a primary key. Nothing here knows what the pipeline does with a type: the values
+are written by `catalog_oracle`, from the catalog alone.
 
 Left out: a domain over an enum, which Debezium 3.6 fails to stream.
 """
@@ -125,6 +125,12 @@ CREATE TABLE links (
     weight smallint,
     linked_at timestamp with time zone,
     PRIMARY KEY (scalar_id, array_id)
+);
+-- Every column in the key (a link table): an update can only change the key.
+CREATE TABLE tagged (
+    scalar_id integer REFERENCES scalars ON UPDATE CASCADE ON DELETE CASCADE,
+    tag text,
+    PRIMARY KEY (scalar_id, tag)
 );
 -- Declarative partitioning; an update of `measured_on` moves a row to another partition.
 CREATE TABLE measurements (
