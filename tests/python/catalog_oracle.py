@@ -7,12 +7,13 @@ Nothing here is shaped around a schema: `read_catalog` reads the tables, keys, c
 in seeded transactions: inserts, updates of random columns, primary-key updates (a partitioned
 table's rows move between partitions), deletes, one row touched several times in a transaction,
 `TRUNCATE` where no foreign key points at the table. A statement the database refuses (a
-unique, foreign-key or check violation) is rolled back to its savepoint and counted. The capture
+unique, foreign-key or check violation, a key too long for its index) is rolled back to its
+savepoint and counted. The capture
 tool captures every table with a primary key, schemas on and off (two captures, two sources of
 one dbt project); `python -m cdc_lakehouse.tables from-postgres` registers them and `generate`
 writes the models, as a user onboards a database; `dbt build` runs after every phase and
-`compare` reads every silver table against PostgreSQL, cell by cell, through `LAKE_FORMS`: what
-each PostgreSQL type becomes in the lake (README "What each PostgreSQL type becomes").
+`compare` reads every silver table against PostgreSQL, cell by cell, through `form` and `lake`:
+what each PostgreSQL type becomes in the lake (docs/types.md).
 """
 
 from __future__ import annotations
@@ -793,7 +794,7 @@ class CatalogOracle:
                     got = lake(column, actual[key].get(column.name))
                     self.compared["cells"] += 1
                     # a stored generated column: PostgreSQL before 18 does not publish it, so
-                    # only the snapshot carries it (README "What each PostgreSQL type becomes")
+                    # only the snapshot carries it (docs/types.md)
                     if want != got and not (column.generated and got is None):
                         problems.append(
                             f"{label} {source}.{name}.{column.name} ({column.pg_type}) {key}: "
@@ -828,7 +829,7 @@ def record(oracle: CatalogOracle, database: str) -> None:
 
 
 # -- what each type becomes in the lake ------------------------------------------------------------
-# README "What each PostgreSQL type becomes": `form` turns PostgreSQL's printed value into what the
+# docs/types.md: `form` turns PostgreSQL's printed value into what the
 # lake holds, `lake` reads the exported value (cdc_export) into the same form.
 
 # Not in Debezium's type map: left out of its events (include.unknown.datatypes is off), the
