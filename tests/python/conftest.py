@@ -100,20 +100,20 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_oracle.py": 845,
-    "object-store": 794,
-    "test_oracle_faults.py": 558,
-    "test_peers.py": 506,
-    "test_table_formats.py:delta": 498,
-    "test_table_formats.py:hudi": 488,
-    "test_pipeline_e2e.py": 449,
-    "test_benchmarks.py": 425,
-    "test_oracle_ddl.py": 374,
-    "test_type_map_oracle.py": 335,  # measured alone (2026-11-28), not yet in a full run
-    "test_schema_changes.py": 224,
-    "test_debezium_samples_e2e.py": 140,
-    "test_decode.py": 123,
-    "empty-lakehouse": 118,
+    "test_oracle.py": 943,
+    "object-store": 876,
+    "test_oracle_faults.py": 448,
+    "test_peers.py": 562,
+    "test_table_formats.py:delta": 610,
+    "test_table_formats.py:hudi": 466,
+    "test_pipeline_e2e.py": 531,
+    "test_benchmarks.py": 474,
+    "test_oracle_ddl.py": 363,
+    "test_type_map_oracle.py": 409,
+    "test_schema_changes.py": 193,
+    "test_debezium_samples_e2e.py": 125,
+    "test_decode.py": 51,
+    "empty-lakehouse": 111,
 }
 
 
