@@ -89,18 +89,22 @@ def _check_source(
             f"table(s) not found in database {config.database}: {', '.join(missing)}"
         )
     partitioned = _check_partitions(conn, config, kinds)
-    _check_replica_identity(conn, config)
+    _check_replica_identity(kinds)
     if marker:
         ensure_marker_table(conn)
     return Source(_check_slot(conn, config, slot_wait), partitioned)
 
 
-def _table_kind(conn: psycopg.Connection[Any], qualified: str) -> tuple[bool, bool] | None:
-    """(is partitioned, is a partition) of a table; None when there is no such table."""
+def _table_kind(
+    conn: psycopg.Connection[Any], qualified: str
+) -> tuple[bool, bool, str, bool] | None:
+    """(is partitioned, is a partition, replica identity, has a primary key) of a table; None
+    when there is no such table."""
     schema, table = qualified.split(".")
     return conn.execute(
         """
-        select c.relkind = 'p', c.relispartition
+        select c.relkind = 'p', c.relispartition, c.relreplident,
+               exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary)
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = %s and c.relname = %s and c.relkind in ('r', 'p')
         """,
@@ -111,7 +115,7 @@ def _table_kind(conn: psycopg.Connection[Any], qualified: str) -> tuple[bool, bo
 def _check_partitions(
     conn: psycopg.Connection[Any],
     config: CaptureConfig,
-    kinds: dict[str, tuple[bool, bool] | None],
+    kinds: dict[str, tuple[bool, bool, str, bool] | None],
 ) -> tuple[str, ...]:
     """A partitioned table's changes reach the capture only through a publication with
     publish_via_partition_root: without it pgoutput names each change by the leaf partition
@@ -160,22 +164,13 @@ def _check_partitions(
     return partitioned
 
 
-def _check_replica_identity(conn: psycopg.Connection[Any], config: CaptureConfig) -> None:
+def _check_replica_identity(kinds: dict[str, tuple[bool, bool, str, bool] | None]) -> None:
     """A table without a primary key and with REPLICA IDENTITY DEFAULT (or NOTHING) is refused:
     once it is in the capture's publication PostgreSQL refuses every UPDATE and DELETE of it,
     the application's too ("cannot update table ... because it does not have a replica
     identity and publishes updates"), and its changes would carry no key to merge by."""
-    for qualified in config.tables:
-        schema, table = qualified.split(".")
-        identity, has_key = conn.execute(
-            """
-            select c.relreplident,
-                   exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary)
-            from pg_class c join pg_namespace n on n.oid = c.relnamespace
-            where n.nspname = %s and c.relname = %s
-            """,
-            (schema, table),
-        ).fetchone()
+    for qualified, kind in kinds.items():
+        _, _, identity, has_key = kind or (False, False, "d", True)
         if identity == "n" or (identity == "d" and not has_key):
             raise PreflightError(
                 f"{qualified} has no primary key and replica identity "
