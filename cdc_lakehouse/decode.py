@@ -26,7 +26,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lakehouse.spec import TYPE_ALIASES, TableSpec, declared_type, spark_type
+from cdc_lakehouse.spec import (
+    MAX_DECIMAL_PRECISION,
+    TYPE_ALIASES,
+    TableSpec,
+    declared_type,
+    spark_type,
+    wide_decimal_scale,
+)
 
 OPS = ("c", "u", "r", "d", "t")
 METADATA_COLUMNS = (
@@ -65,6 +72,7 @@ _NTZ_EPOCH = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 @dataclass(frozen=True)
 class Encoding:
     """kind is one of: text (use the string), plain (cast the JSON text), base64 (bytes),
+    base64url and hex (bytes as binary.handling.mode=base64-url-safe and hex write them),
     decimal_base64 (unscaled two's complement, `scale`), variable_decimal ({scale, value}),
     epoch_days, epoch_millis, epoch_micros, epoch_nanos, zoned (ISO instant), iso_local
     (ISO wall clock with a literal Z), iso_date, millis_time, micros_time, nanos_time, iso_time,
@@ -77,9 +85,17 @@ class Encoding:
 
 TEXT = Encoding("text")
 PLAIN = Encoding("plain")
+# binary.handling.mode -> how a bytea's value is written (`bytes`: JsonConverter's base64)
+_BINARY_KINDS = {
+    "bytes": "base64",
+    "base64": "base64",
+    "base64-url-safe": "base64url",
+    "hex": "hex",
+}
 
 # Kafka Connect logical types (schemas on) -> (encoding, output type when none is declared).
 _VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _LOGICAL_TYPES: dict[str, tuple[Encoding, str]] = {
     _VARIABLE_DECIMAL: (Encoding("variable_decimal"), "decimal(38,18)"),
     "io.debezium.time.Date": (Encoding("epoch_days"), "date"),
@@ -131,10 +147,13 @@ _TIME_BY_MODE = {
 def connect_encoding(field: dict) -> tuple[Encoding, str]:
     """Encoding and natural output type of one field of an embedded Kafka Connect schema."""
     name, kind = field.get("name"), field.get("type")
-    if name == "org.apache.kafka.connect.data.Decimal":
+    if name == _DECIMAL:
         params = field.get("parameters") or {}
         scale = int(params.get("scale", 0))
-        precision = min(38, max(int(params.get("connect.decimal.precision", 38)), scale, 1))
+        declared_precision = int(params.get("connect.decimal.precision", 38))
+        if declared_precision > MAX_DECIMAL_PRECISION:  # numeric(50,10): its exact digits
+            return Encoding("decimal_base64", scale=scale), "string"
+        precision = min(38, max(declared_precision, scale, 1))
         return Encoding("decimal_base64", scale=scale), f"decimal({precision},{min(scale, 38)})"
     if name in _LOGICAL_TYPES:
         return _LOGICAL_TYPES[name]
@@ -152,14 +171,19 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
     if out.startswith("array<"):
         item = name[:-2] if name.endswith("[]") else name[6:-1]
         return Encoding("array", item=declared_encoding(item, spec))
-    if out.startswith("decimal"):
+    wide = wide_decimal_scale(name)
+    if out.startswith("decimal") or wide is not None:
         if spec.decimal_handling_mode != "precise":
             return PLAIN  # string mode: "12.34"; double mode: the number's own text
+        if wide is not None:
+            return Encoding("decimal_base64", scale=wide)  # decoded to its exact text
         if "(" not in name:
             return Encoding("variable_decimal")  # numeric without scale
         return Encoding("decimal_base64", scale=_decimal_scale(out))
     if out == "binary":
-        return Encoding("base64")
+        if TYPE_ALIASES.get(bare := re.sub(r"\(\d+\)", "", name), bare) in ("bit", "varbit"):
+            return Encoding("base64")  # io.debezium.data.Bits: bytes in every binary mode
+        return Encoding(_BINARY_KINDS[spec.binary_handling_mode])
     if out == "date":
         return Encoding("iso_date" if spec.time_precision_mode == "isostring" else "epoch_days")
     if out == "timestamp_ntz":
@@ -260,7 +284,10 @@ def declared_type_change(declared: str, field: Mapping) -> str:
         return "conflicts" if items == "conflicts" else "fits"
     if declared.startswith("decimal") and field.get("name") == _VARIABLE_DECIMAL:
         return "fits"
-    return type_change(declared, connect_encoding(dict(field))[1])
+    event = connect_encoding(dict(field))[1]
+    if declared.startswith("decimal") and event == "string" and field.get("name") == _DECIMAL:
+        return "conflicts"  # a Decimal wider than Spark's decimals: none holds its values
+    return type_change(declared, event)
 
 
 class DeclaredTypeConflict(ValueError):
@@ -434,6 +461,36 @@ def _decimal_text(b64: str, scale: str, let: Let) -> str:
     return f"concat(if({neg}, '-', ''), {integral}, '.', {fraction})"
 
 
+def _decimal_exact_text(b64: str, scale: int, let: Let) -> str:
+    """Base64 of an unscaled two's-complement integer of any size -> its exact decimal text,
+    `scale` digits after the point, as PostgreSQL prints a numeric(p,s): for numerics wider
+    than Spark's decimals. The hex digits are read by the JVM's arbitrary-precision integer
+    (scala.math.BigInt through `reflect`, never given NULL: it would throw). A negative value's
+    complemented digits are |value| - 1, so one is added to their decimal text: its trailing
+    nines become zeros and the digit before them grows by one."""
+    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
+    neg = let(f"({h} >= '8')", "neg")
+    digits = let(f"if({neg}, translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210'), {h})", "mag")
+    big = let(
+        f"if(coalesce({digits}, '') = '', NULL, "
+        f"reflect('scala.math.BigInt', 'apply', {digits}, 16))",
+        "big",
+    )
+    nines = let(f"length(regexp_extract({big}, {_lit('9*$')}, 0))", "nines")
+    grown = f"cast(cast(substr({big}, length({big}) - {nines}, 1) AS int) + 1 AS string)"
+    plus_one = (
+        f"if({nines} = length({big}), concat('1', repeat('0', {nines})), "
+        f"concat(substr({big}, 1, length({big}) - {nines} - 1), {grown}, repeat('0', {nines})))"
+    )
+    absolute = let(f"if({neg}, {plus_one}, {big})", "absolute")
+    if scale == 0:
+        return f"concat(if({neg}, '-', ''), {absolute})"
+    padded = let(f"lpad({absolute}, greatest(length({absolute}), {scale + 1}), '0')", "padded")
+    integral = f"substr({padded}, 1, length({padded}) - {scale})"
+    fraction = f"substr({padded}, length({padded}) - {scale} + 1)"
+    return f"concat(if({neg}, '-', ''), {integral}, '.', {fraction})"
+
+
 def _decimal_from_long(b64: str, scale: int, let: Let) -> str:
     """Fast path when the unscaled value fits 64 bits (precision <= 18): `conv` to base -10
     reads 16 hex digits as a signed long once they are sign-extended; multiplying by an exact
@@ -454,10 +511,15 @@ def decode_sql(enc: Encoding, raw: str, out: str, let: Let, depth: int = 0) -> s
         return raw if out == "string" else _try_cast(raw, out)
     if kind == "plain":
         return _try_cast(raw, out)
-    if kind == "base64":
-        binary = f"try_to_binary({raw}, 'base64')"
+    if kind in ("base64", "base64url", "hex"):
+        if kind == "base64url":  # the URL-safe alphabet, padded to whole groups
+            standard = f"translate({raw}, '-_', '+/')"
+            raw = f"rpad({standard}, cast(ceil(length({raw}) / 4) * 4 AS int), '=')"
+        binary = f"try_to_binary({raw}, {_lit('hex' if kind == 'hex' else 'base64')})"
         return binary if out == "binary" else _try_cast(binary, out)
     if kind == "decimal_base64":
+        if out == "string":  # wider than Spark's decimals (numeric(50,10))
+            return _decimal_exact_text(raw, enc.scale or 0, let)
         if _decimal_precision(out) <= 18 and enc.scale is not None and enc.scale <= 18:
             return _try_cast(_decimal_from_long(raw, enc.scale, let), out)
         return _try_cast(_decimal_text(raw, str(enc.scale), let), out)
@@ -539,19 +601,19 @@ def _epoch_micros_sql(sql: str, src: str) -> str:
 
 def unavailable_sql(raw: str, placeholder: str, is_array: bool) -> str:
     """True when the raw JSON text is Debezium's unchanged-TOAST placeholder, in any form:
-    the string, base64 of its bytes (bytea, precise decimals), an array holding either (a text
+    the string (a bytea's too with binary.handling.mode=hex, DBZ-7599; the base64 modes send
+    NULL, see discover.toast_losses), base64 of its bytes (a bytea in the default `bytes` mode,
+    precise decimals), an array holding either (a text
     array holds the string, a `bytea[]` the base64: Debezium 3.6 sends an unchanged TOASTed
     bytea[] as `["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]`), or the int/bigint array of its
     bytes (older Debezium)."""
     data = placeholder.encode()
-    encoded = base64.b64encode(data).decode()
+    forms = [placeholder, base64.b64encode(data).decode()]
     if is_array:
         as_ints = "[" + ",".join(map(str, data)) + "]"
-        held = " OR ".join(
-            f"contains({raw}, {_lit(json.dumps(form))})" for form in (placeholder, encoded)
-        )
+        held = " OR ".join(f"contains({raw}, {_lit(json.dumps(form))})" for form in forms)
         return f"({raw} = {_lit(as_ints)} OR ({raw} LIKE '[%' AND ({held})))"
-    return f"{raw} IN ({_lit(placeholder)}, {_lit(encoded)})"
+    return f"{raw} IN ({', '.join(_lit(form) for form in forms)})"
 
 
 class _Plan:
@@ -595,7 +657,10 @@ class _Plan:
 
 # Only variable-length PostgreSQL values are TOASTed: checking just the columns that can carry
 # the placeholder keeps the generated code small (see _Plan).
-_TOASTABLE_KINDS = {"text", "plain", "base64", "decimal_base64", "variable_decimal", "array"}
+_TOASTABLE_KINDS = {
+    *("text", "plain", "base64", "base64url", "hex", "decimal_base64", "variable_decimal"),
+    "array",
+}  # (a hex bytea's placeholder is the string, DBZ-7599)
 
 
 @dataclass(frozen=True)
@@ -636,18 +701,34 @@ def _columns(spec: TableSpec, schemas: Sequence[EmbeddedSchema]) -> list[_Column
     for name in names:
         declared = spec.columns.get(name)
         fields = [s.columns[name] for s in schemas if name in s.columns]
+        encoding = declared_encoding(declared, spec) if declared else None
         by_schema = {
-            s.id: connect_encoding(s.columns[name])[0] for s in schemas if name in s.columns
+            s.id: _text_as_declared(connect_encoding(s.columns[name])[0], encoding)
+            for s in schemas
+            if name in s.columns
         }
         columns.append(
             _Column(
                 name=name,
                 out=_declared_out(spec, name, fields) if declared else derived.get(name, "string"),
-                declared=declared_encoding(declared, spec) if declared else None,
+                declared=encoding,
                 by_schema=by_schema,
             )
         )
     return columns
+
+
+def _text_as_declared(found: Encoding, declared: Encoding | None) -> Encoding:
+    """The encoding of a schema's string field where a bytea is declared: with
+    binary.handling.mode base64, base64-url-safe or hex, Debezium writes bytes as text and its
+    schema says `string`; the declared mode says how to read it (arrays element by element)."""
+    if declared is None:
+        return found
+    if found == TEXT and declared.kind in ("base64url", "hex", "base64"):
+        return declared
+    if found.kind == declared.kind == "array" and found.item and declared.item:
+        return Encoding("array", item=_text_as_declared(found.item, declared.item))
+    return found
 
 
 def _declared_out(spec: TableSpec, name: str, fields: Sequence[Mapping]) -> str:
@@ -661,11 +742,17 @@ def _declared_out(spec: TableSpec, name: str, fields: Sequence[Mapping]) -> str:
     wider = []
     for field in fields:
         change, event = declared_type_change(out, field), connect_encoding(dict(field))[1]
+        if _bytes_as_text(out, field, spec.binary_handling_mode):
+            change = "fits"
         if change == "widens":
             wider.append(event)
         elif change == "conflicts":
             instead = "a type that holds both"
-            if type_change(event, out) == "fits" and out != "binary":
+            params = field.get("parameters") or {}
+            if field.get("name") == _DECIMAL and event == "string":  # wider than 38 digits
+                precision = params.get("connect.decimal.precision")
+                instead = f"`numeric({precision},{params.get('scale', 0)})` (kept as exact text)"
+            elif type_change(event, out) == "fits" and out != "binary":
                 instead = f"`{declared_type(event)}`, which holds both,"
             spelled = declared if out == declared else f"{declared} ({out})"
             raise DeclaredTypeConflict(
@@ -678,9 +765,20 @@ def _declared_out(spec: TableSpec, name: str, fields: Sequence[Mapping]) -> str:
     return reduce(widen, wider) if wider else out
 
 
+def _bytes_as_text(out: str, field: Mapping, binary_mode: str) -> bool:
+    """A bytea (or bytea[]) whose schema says `string`: how binary.handling.mode base64,
+    base64-url-safe and hex write bytes. With `bytes` (the default) it is a type change."""
+    if binary_mode == "bytes":
+        return False
+    if out == "array<binary>" and field.get("type") == "array":
+        field = field.get("items") or {}
+        out = "binary"
+    return out == "binary" and field.get("type") == "string"
+
+
 def _connect_type_name(field: Mapping) -> str:
     name, kind = field.get("name"), field.get("type")
-    if name == "org.apache.kafka.connect.data.Decimal":
+    if name == _DECIMAL:
         params = field.get("parameters") or {}
         precision = params.get("connect.decimal.precision", "?")
         return f"Decimal, precision {precision}, scale {params.get('scale', 0)}"

@@ -16,6 +16,8 @@ from cdc_lakehouse.layout import Layout
 SHAPES = ("envelope", "flattened", "jdbc")
 DECIMAL_MODES = ("precise", "string", "double")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring")
+# Debezium's binary.handling.mode: how a bytea travels (`bytes`, the default, is base64 in JSON)
+BINARY_MODES = ("bytes", "base64", "base64-url-safe", "hex")
 DEFAULT_TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 
 # Column types a table may declare (PostgreSQL-flavoured names, mapped to Spark types).
@@ -42,6 +44,10 @@ DECLARED_TYPES = {
     "timetz": "string",
     "bytea": "binary",
     "binary": "binary",
+    # bit strings: Debezium's io.debezium.data.Bits, bytes whatever binary.handling.mode says
+    # (a `bit(1)`, or `bit`, is a boolean: see spark_type)
+    "bit": "binary",
+    "varbit": "binary",
 }
 
 
@@ -57,6 +63,7 @@ TYPE_ALIASES = {
     "float4": "real",
     "float8": "double",
     "doubleprecision": "double",
+    "bitvarying": "varbit",
     "bool": "boolean",
     "timestampwithouttimezone": "timestamp",
     "timestampwithtimezone": "timestamptz",
@@ -75,16 +82,34 @@ def spark_type(declared: str) -> str:
         return f"array<{spark_type(t[6:-1])}>"
     if t.endswith("[]"):
         return f"array<{spark_type(t[:-2])}>"
+    if t in ("bit", "bit(1)"):
+        return "boolean"  # Debezium writes a single bit as a boolean
     if not t.startswith(("decimal", "numeric")):
         # a length or precision limit (varchar(40), timestamp(3)) is the source's check
         t = re.sub(r"\(\d+\)", "", t)
     t = TYPE_ALIASES.get(t, t)
     if t.startswith(("decimal", "numeric")):
         inner = t[t.index("(") :] if "(" in t else "(38,18)"
-        return f"decimal{inner}"
+        # Spark's decimals stop at 38 digits: a wider numeric (numeric(78,0), a 256-bit
+        # amount) is kept as its exact digits, as text (see wide_decimal_scale)
+        return "string" if wide_decimal_scale(t) is not None else f"decimal{inner}"
     if t not in DECLARED_TYPES:
         raise ValueError(f"unknown column type {declared!r}")
     return DECLARED_TYPES[t]
+
+
+MAX_DECIMAL_PRECISION = 38  # Spark's
+
+
+def wide_decimal_scale(declared: str) -> int | None:
+    """The scale of a declared `numeric(p,s)` / `decimal(p,s)` wider than Spark's decimals
+    (p > 38), whose values the lake keeps as exact text; None for any other type."""
+    found = re.fullmatch(
+        r"(?:decimal|numeric)\((\d+)(?:,(\d+))?\)", declared.strip().lower().replace(" ", "")
+    )
+    if found is None or int(found.group(1)) <= MAX_DECIMAL_PRECISION:
+        return None
+    return int(found.group(2) or 0)
 
 
 # The registry type of each Spark type a decoded column can have (spark_type's inverse).
@@ -139,6 +164,7 @@ class TableSpec:
     columns: Mapping[str, str] = field(default_factory=dict)
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
+    binary_handling_mode: str = "bytes"
     toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
     order_by: tuple[str, ...] = ()
     layout: Layout = field(default_factory=Layout)
@@ -151,6 +177,8 @@ class TableSpec:
             raise ValueError(f"{self.topic}: decimal_handling_mode must be one of {DECIMAL_MODES}")
         if self.time_precision_mode not in TIME_MODES:
             raise ValueError(f"{self.topic}: time_precision_mode must be one of {TIME_MODES}")
+        if self.binary_handling_mode not in BINARY_MODES:
+            raise ValueError(f"{self.topic}: binary_handling_mode must be one of {BINARY_MODES}")
         if not self.key:
             raise ValueError(f"{self.topic}: key columns are required")
         if self.shape == "jdbc" and not self.order_by:
@@ -182,6 +210,7 @@ class TableSpec:
             columns=dict(merged.get("columns") or {}),
             decimal_handling_mode=merged.get("decimal_handling_mode", "precise"),
             time_precision_mode=merged.get("time_precision_mode", "adaptive"),
+            binary_handling_mode=merged.get("binary_handling_mode", "bytes"),
             toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
             order_by=tuple(merged.get("order_by") or ()),
             layout=Layout.from_config(merged.get("layout")),

@@ -29,7 +29,7 @@ from cdc_lakehouse.capture.config import (
 )
 from cdc_lakehouse.capture.preflight import PreflightError
 from cdc_lakehouse.capture.upload import UploadError
-from cdc_lakehouse.spec import DECIMAL_MODES, TIME_MODES
+from cdc_lakehouse.spec import BINARY_MODES, DECIMAL_MODES, TIME_MODES
 
 PROGRESS_EVERY = 2.0
 
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--schemas-enable", action=argparse.BooleanOptionalAction, default=None)
     group.add_argument("--decimal-handling-mode", choices=DECIMAL_MODES)
     group.add_argument("--time-precision-mode", choices=TIME_MODES)
+    group.add_argument("--binary-handling-mode", choices=BINARY_MODES)
     group.add_argument("--snapshot-mode", choices=SNAPSHOT_MODES)
     group.add_argument("--flush-size", type=int, help="records per landing file at most (500)")
     group.add_argument(
@@ -98,7 +99,7 @@ def config_from_args(args: argparse.Namespace) -> CaptureConfig:
         for key in (
             "name", "host", "port", "database", "user", "password_env", "out", "state_dir",
             "shape", "schemas_enable", "decimal_handling_mode", "time_precision_mode",
-            "snapshot_mode", "flush_size", "partitions", "topic_prefix",
+            "binary_handling_mode", "snapshot_mode", "flush_size", "partitions", "topic_prefix",
         )
     }  # fmt: skip
     if args.tables:

@@ -19,7 +19,7 @@ import yaml
 
 from cdc_lakehouse.capture.sink import sink_layout
 from cdc_lakehouse.capture.upload import object_base
-from cdc_lakehouse.spec import DECIMAL_MODES, TIME_MODES
+from cdc_lakehouse.spec import BINARY_MODES, DECIMAL_MODES, TIME_MODES
 
 SHAPES = ("envelope", "flattened")
 SNAPSHOT_MODES = ("initial", "no_data", "when_needed", "always")
@@ -51,6 +51,7 @@ class CaptureConfig:
     schemas_enable: bool = True
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
+    binary_handling_mode: str = "bytes"
     snapshot_mode: str = "initial"
     flush_size: int = 500
     partitions: int = 1  # Kafka partitions per topic (a key always lands in the same one)
@@ -140,6 +141,7 @@ class CaptureConfig:
             "shape": SHAPES,
             "decimal_handling_mode": DECIMAL_MODES,
             "time_precision_mode": TIME_MODES,
+            "binary_handling_mode": BINARY_MODES,
             "snapshot_mode": SNAPSHOT_MODES,
         }
         for key, allowed in choices.items():

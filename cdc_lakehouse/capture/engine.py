@@ -87,6 +87,7 @@ def engine_properties(
         "skipped.operations": "none",  # keep truncates
         "decimal.handling.mode": config.decimal_handling_mode,
         "time.precision.mode": config.time_precision_mode,
+        "binary.handling.mode": config.binary_handling_mode,
         "converter.schemas.enable": str(config.schemas_enable).lower(),
         # JsonConverter writes a column's DEFAULT in place of a NULL the row really holds
         # (KAFKA-8713); KIP-581's switch keeps the NULL. Kafka Connect users set

@@ -26,7 +26,14 @@ from typing import Any
 import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
-from cdc_lakehouse.spec import declared_type, spark_type
+from cdc_lakehouse.spec import (
+    BINARY_MODES,
+    DECIMAL_MODES,
+    TIME_MODES,
+    declared_type,
+    spark_type,
+    wide_decimal_scale,
+)
 from cdc_lakehouse.tables.registry import (
     NAME,
     REGISTRY_DIR,
@@ -84,8 +91,7 @@ _DEBEZIUM_DECLARED = {
     "oid": "bigint",
 }
 _BITS_NOTE = (
-    "type {} is declared bytea: Debezium's bits, as an unsigned number, least significant byte "
-    "first"
+    "type {} is read as bytes: Debezium's bits, as an unsigned number, least significant byte first"
 )
 _INTERVAL_NOTE = (
     "type {} is declared bigint: microseconds, as Debezium writes it with "
@@ -98,6 +104,41 @@ _INTERVAL_NOTE = (
 _NOT_CAPTURED = {"line", "lseg", "box", "path", "polygon", "circle"}
 _NOT_CAPTURED_NOTE = (
     "type {} is not in Debezium's type map: its events leave the column out, it stays empty"
+)
+
+
+# Debezium settings that decide how values arrive (spec.TableSpec), as from-postgres options
+CONNECTOR_MODES = {
+    "decimal_handling_mode": DECIMAL_MODES,
+    "time_precision_mode": TIME_MODES,
+    "binary_handling_mode": BINARY_MODES,
+}
+
+# Where Debezium (3.6) sends an unchanged TOASTed value as NULL instead of its placeholder,
+# by binary.handling.mode: a bytea in base64 and base64-url-safe (DBZ-7599 gave only `hex` the
+# placeholder), a bytea[] in every mode but `bytes` (debezium/dbz#2418: an array's placeholder
+# depends on its elements' schema). Measured with the capture tool; silver cannot tell such a
+# NULL from a real one.
+_TOAST_NULLED = {
+    "base64": ("bytea", "bytea[]"),
+    "base64-url-safe": ("bytea", "bytea[]"),
+    "hex": ("bytea[]",),
+}
+
+
+def toast_losses(table: Found, binary_mode: str) -> list[str]:
+    """Notes for the columns whose unchanged TOASTed values `binary_mode` turns into NULLs."""
+    return [
+        f"{name}: with binary.handling.mode={binary_mode} Debezium sends an unchanged TOASTed "
+        f"{declared} as NULL, not its placeholder: an UPDATE that leaves a large value alone "
+        "empties it in silver; capture with binary.handling.mode=bytes (the default)"
+        for name, declared, _ in table.columns
+        if declared in _TOAST_NULLED.get(binary_mode, ())
+    ]
+
+
+_WIDE_NUMERIC_NOTE = (
+    "type {} has more digits than Spark's decimals (38): the lake keeps its exact digits as text"
 )
 
 
@@ -120,13 +161,16 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
     if lowered in _DEBEZIUM_DECLARED:
         return _DEBEZIUM_DECLARED[lowered], None
     if lowered.startswith(("bit(", "bit varying")):
-        return "bytea", _BITS_NOTE.format(pg_type)
+        # registered as itself: Debezium's Bits stay bytes whatever binary.handling.mode says
+        return t, _BITS_NOTE.format(pg_type)
     if lowered.startswith("interval"):
         return "bigint", _INTERVAL_NOTE.format(pg_type)
     if lowered in _NOT_CAPTURED:
         return "text", _NOT_CAPTURED_NOTE.format(pg_type)
     try:
         spark_type(t)
+        if wide_decimal_scale(t) is not None:
+            return t, _WIDE_NUMERIC_NOTE.format(pg_type)
         return t, None
     except ValueError:
         return "text", f"type {pg_type} is read as text"
@@ -526,6 +570,11 @@ def run(args: argparse.Namespace, project: Path) -> int:
         chosen = [n for n in chosen if n.split(".", 1)[1] not in args.skip_marker]
         prefix = args.topic_prefix or args.source
         landing: dict[str, Any] = {"shape": args.shape}
+        # the connector's handling modes, when not Debezium's defaults: they decide how values
+        # arrive, so bronze decodes them the same way
+        for mode in CONNECTOR_MODES:
+            if getattr(args, mode):
+                landing[mode] = getattr(args, mode)
         one_schema = len({n.split(".")[0] for n in chosen}) <= 1
         if one_schema and chosen:
             landing = {"topic_prefix": f"{prefix}.{chosen[0].split('.')[0]}", **landing}
@@ -533,6 +582,7 @@ def run(args: argparse.Namespace, project: Path) -> int:
             schema, name = qualified.split(".", 1)
             table = tables[(schema, name)]
             table.key = keys.get(name, table.key)
+            table.notes += toast_losses(table, args.binary_handling_mode or "bytes")
             topic = None if one_schema else f"{prefix}.{schema}.{name}"
             found.append((table, topic))
     else:
@@ -596,6 +646,12 @@ def add_arguments(commands: Any) -> None:
     pg.add_argument("--schema", action="append", help="schema to read (repeatable; public)")
     pg.add_argument("--topic-prefix", help="Debezium topic.prefix (default: the source name)")
     pg.add_argument("--shape", choices=("envelope", "flattened"), default="envelope")
+    for mode, choices in CONNECTOR_MODES.items():
+        pg.add_argument(
+            "--" + mode.replace("_", "-"),
+            choices=choices,
+            help=f"the connector's {mode.replace('_', '.')} when not its default",
+        )
     pg.add_argument(
         "--skip-marker",
         nargs="*",

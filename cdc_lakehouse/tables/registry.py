@@ -44,6 +44,7 @@ LANDING_KEYS = (
     "shape",
     "decimal_handling_mode",
     "time_precision_mode",
+    "binary_handling_mode",
     "toast_placeholder",
     "order_by",
     "layout",

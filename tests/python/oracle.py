@@ -291,8 +291,9 @@ def summarize(report: Path) -> str:
         f"mismatches: {sum(e['mismatches'] for e in histories.values())}"
         + "".join(
             f"\ncatalog-driven, {e['catalog']}: {e['tables']} tables, {e['columns']} columns of "
-            f"{e['types']} types, {e['sources']} captures (schemas on, off), {e['builds']} "
-            f"builds; events landed: {e['events_landed']}; rows compared: {e['rows']} "
+            f"{e['types']} types, {e['sources']} captures "
+            f"({e.get('captures', 'schemas on, off')}), {e['builds']} builds; "
+            f"events landed: {e['events_landed']}; rows compared: {e['rows']} "
             f"({e['cells']} cells); mismatches: {e['mismatches']}"
             for e in catalogs
         )

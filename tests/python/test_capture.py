@@ -579,7 +579,8 @@ def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("MY_PG_PW", "s3cret")
     config = CaptureConfig.from_mapping(
         {"database": "db", "tables": ["orders"], "out": "o", "state_dir": str(tmp_path),
-         "shape": "flattened", "password_env": "MY_PG_PW", "decimal_handling_mode": "string"}
+         "shape": "flattened", "password_env": "MY_PG_PW", "decimal_handling_mode": "string",
+         "binary_handling_mode": "hex"}
     )  # fmt: skip
     props = engine_properties(config, marker=True)
     assert props["table.include.list"] == r"public\.orders,public\.cdc_capture_marker"
@@ -589,6 +590,7 @@ def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert props["transforms.unwrap.add.fields"] == "op,table,lsn,source.ts_ms"
     assert props["skipped.operations"] == "none" and props["plugin.name"] == "pgoutput"
     assert props["decimal.handling.mode"] == "string"
+    assert props["binary.handling.mode"] == "hex"
     assert props["offset.storage.file.filename"] == str(tmp_path.resolve() / "offsets.dat")
     envelope = engine_properties(CaptureConfig.from_mapping({**config.to_dict(), "shape":
                                  "envelope"}), marker=False)  # fmt: skip

@@ -10,10 +10,11 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,15 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
-from cdc_lakehouse.decode import backfills, connect_encoding, declared_encoding, decode_changes
+from cdc_lakehouse.decode import (
+    DeclaredTypeConflict,
+    backfills,
+    connect_encoding,
+    declared_encoding,
+    decode_changes,
+)
 from cdc_lakehouse.landing import list_landing_files, read_landing_lines
-from cdc_lakehouse.spec import DECLARED_TYPES, SHAPES, TableSpec, spark_type
+from cdc_lakehouse.spec import BINARY_MODES, DECLARED_TYPES, SHAPES, TableSpec, spark_type
 from cdc_lakehouse.tables.discover import declared_from_postgres
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"
@@ -685,6 +692,129 @@ def test_wide_and_variable_scale_decimals_are_exact(spark: SparkSession, tmp_pat
         assert [r._cdc_reject_reason for r in rows] == [None] * len(rows)
 
 
+def beyond_spark_decimals(precision: int, scale: int, seed: int) -> list[str]:
+    """Values of a numeric(precision,scale) as PostgreSQL prints them: the edges (zero, one
+    unit, the largest, negative powers of ten, whose complemented digits end in nines) and
+    seeded random ones of every length."""
+    rng = random.Random(seed)
+    unit = 10**scale
+    unscaled = [0, 1, -1, 10**precision - 1, -(10**precision - 1), -unit, -(10 ** (precision - 1))]
+    unscaled += [
+        rng.choice((1, -1)) * rng.randrange(10 ** rng.randint(1, precision)) for _ in range(40)
+    ]
+    exact = Context(prec=precision + 2)
+    return [f"{Decimal(u).scaleb(-scale, exact):f}" for u in unscaled]
+
+
+@pytest.mark.parametrize(("precision", "scale"), [(78, 0), (50, 10), (39, 38)])
+def test_numerics_wider_than_spark_keep_their_exact_digits(
+    spark: SparkSession, tmp_path: Path, precision: int, scale: int
+) -> None:
+    """A numeric(p,s) with p > 38 (Spark's decimals stop there): precise mode's Connect
+    Decimal bytes decode to PostgreSQL's own text, schemas on and off; string mode keeps it."""
+    values = beyond_spark_decimals(precision, scale, seed=precision)
+    field = connect_field(
+        "v", "bytes", DECIMAL, scale=str(scale), **{"connect.decimal.precision": str(precision)}
+    )
+    assert connect_encoding(field)[1] == "string"
+    rows = [{"id": i, "v": decimal_base64(Decimal(v), scale)} for i, v in enumerate(values)]
+    lines = [
+        wrapped(envelope("c", r, lsn=i), [connect_field("id", "int32"), field])
+        for i, r in enumerate(rows)
+    ]
+    lines += [
+        compact(envelope("c", {**r, "id": 1000 + r["id"]}, lsn=1000 + i))
+        for i, r in enumerate(rows)
+    ]
+    write_landing(tmp_path / "precise", "t.wide", lines, files=1)
+    write_landing(
+        tmp_path / "string",
+        "t.wide",
+        [compact(envelope("c", {"id": i, "v": v}, lsn=i)) for i, v in enumerate(values)],
+        files=1,
+    )
+    declared = {"id": "int", "v": f"numeric({precision},{scale})"}
+    assert spark_type(declared["v"]) == "string"
+    for folder, mode in (("precise", "precise"), ("string", "string")):
+        spec = TableSpec(topic="t.wide", key=("id",), columns=declared, decimal_handling_mode=mode)
+        decoded = collect(decode(spark, tmp_path / folder, spec))
+        assert [r._cdc_reject_reason for r in decoded] == [None] * len(decoded)
+        got = {r.id % 1000: r.v for r in decoded}
+        assert [got[i] for i in range(len(values))] == values, mode
+    # a column declared as a Spark decimal whose events come this wide: no decimal holds them
+    narrow = TableSpec(topic="t.wide", key=("id",), columns={"id": "int", "v": "decimal(38,0)"})
+    declare = f"Declare `numeric\\({precision},{scale}\\)`"
+    with pytest.raises(DeclaredTypeConflict, match=f"column v is declared decimal.*{declare}"):
+        decode(spark, tmp_path / "precise", narrow)
+
+
+BINARY_WRITERS = {
+    "bytes": lambda b: base64.b64encode(b).decode(),
+    "base64": lambda b: base64.b64encode(b).decode(),
+    "base64-url-safe": lambda b: base64.urlsafe_b64encode(b).decode(),
+    "hex": lambda b: b.hex(),
+}
+
+
+@pytest.mark.parametrize("mode", BINARY_MODES)
+def test_every_binary_handling_mode_decodes_bytes_and_placeholders(
+    spark: SparkSession, tmp_path: Path, mode: str
+) -> None:
+    """A bytea and a bytea[] as each of Debezium's binary.handling.mode settings writes them
+    (`bytes` is base64 in JSON, its schema type `bytes`; the others are text, schema `string`),
+    schemas on and off: the same bytes, and the unchanged-TOAST placeholder as Debezium 3.6
+    writes it (measured with the capture tool) is reported, not decoded: base64 of its bytes in
+    `bytes` mode, the string itself in `hex` (DBZ-7599); the base64 modes send NULL, nothing to
+    read (discover.toast_losses says so at onboarding). (In `hex`, base64 reading would have
+    turned many values into other bytes without an error: hex digits are base64 letters.)"""
+    rng = random.Random(7)
+    values = [b"", b"\x00", b"\xff\xfe", bytes(range(256))]
+    values += [rng.randbytes(rng.randint(1, 40)) for _ in range(20)]
+    write = BINARY_WRITERS[mode]
+    kind = "bytes" if mode == "bytes" else "string"
+    fields = [
+        connect_field("id", "int32"),
+        connect_field("b", kind),
+        {
+            "type": "array",
+            "items": {"type": kind, "optional": True},
+            "optional": True,
+            "field": "a",
+        },
+    ]
+    events = [{"id": i, "b": write(v), "a": [write(v), None]} for i, v in enumerate(values)]
+    placeholders = {  # the bytea[]: NULL in hex (debezium/dbz#2418)
+        "bytes": {"b": write(PLACEHOLDER.encode()), "a": [write(PLACEHOLDER.encode())]},
+        "hex": {"b": PLACEHOLDER, "a": None},
+    }
+    if mode in placeholders:
+        events.append({"id": 99, **placeholders[mode]})
+    lines = [wrapped(envelope("u", e, lsn=n), fields) for n, e in enumerate(events)]
+    lines += [
+        compact(envelope("u", {**e, "id": 1000 + e["id"]}, lsn=500 + n))
+        for n, e in enumerate(events)
+    ]
+    write_landing(tmp_path, "t.bin", lines, files=1)
+    spec = TableSpec(
+        topic="t.bin",
+        key=("id",),
+        columns={"id": "int", "b": "bytea", "a": "bytea[]"},
+        binary_handling_mode=mode,
+    )
+    rows = collect(decode(spark, tmp_path, spec))
+    assert [r._cdc_reject_reason for r in rows] == [None] * len(rows)
+    for row in rows:
+        if row.id % 1000 == 99:
+            unavailable = "b,a" if mode == "bytes" else "b"
+            assert (row._cdc_unavailable_columns, row.b, row.a) == (unavailable, None, None), row
+        else:
+            value = values[row.id % 1000]
+            assert (bytes(row.b), [None if e is None else bytes(e) for e in row.a]) == (
+                value,
+                [value, None],
+            )
+
+
 def test_every_placeholder_form_is_reported_and_nulled(spark: SparkSession, tmp_path: Path) -> None:
     as_base64 = base64.b64encode(PLACEHOLDER.encode()).decode()
     after = {
@@ -1120,18 +1250,22 @@ def test_types_from_postgres_decode_what_debezium_writes(
     with_schema = [wrapped(envelope("c", row, lsn=row["id"]), fields) for row in rows]
     bare = [compact(envelope("c", row | {"id": row["id"] + 2}, lsn=row["id"] + 2)) for row in rows]
     write_landing(tmp_path, "t.odd", with_schema + bare, files=1)
-    df = decode(spark, tmp_path, TableSpec(topic="t.odd", key=("id",), columns=declared))
-    decoded = collect(df)
     embedded = decoded_schema(spark, TableSpec(topic="t.odd", key=("id",)), fields)
     problems = {}
-    for column, (pg_type, _, _, expected) in ODD_TYPES.items():
-        values = [r[column] for r in decoded]
-        if values != expected + expected:
-            problems[pg_type] = (declared[column], values)
-        natural = embedded[column].dataType.simpleString()
-        if dict(df.dtypes)[column] != natural:
-            problems[f"{pg_type} type"] = (declared[column], dict(df.dtypes)[column], natural)
-    assert [r._cdc_reject_reason for r in decoded] == [None] * 4
+    # None of these is a bytea: binary.handling.mode leaves them as they are (a bit string
+    # registered as `bytea` was read as hex when the mode was `hex`, the type-map oracle found)
+    for mode in BINARY_MODES:
+        spec = TableSpec(topic="t.odd", key=("id",), columns=declared, binary_handling_mode=mode)
+        df = decode(spark, tmp_path, spec)
+        decoded = collect(df)
+        for column, (pg_type, _, _, expected) in ODD_TYPES.items():
+            values = [r[column] for r in decoded]
+            if values != expected + expected:
+                problems[f"{pg_type} {mode}"] = (declared[column], values)
+            natural = embedded[column].dataType.simpleString()
+            if dict(df.dtypes)[column] != natural:
+                problems[f"{pg_type} type"] = (declared[column], dict(df.dtypes)[column], natural)
+        assert [r._cdc_reject_reason for r in decoded] == [None] * 4, mode
     assert problems == {}
 
 

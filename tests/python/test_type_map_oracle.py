@@ -48,8 +48,12 @@ def test_every_type_comes_out_of_the_lake_as_postgresql_has_it(
             "skipped keyless: no primary key; give one with --key keyless=col1,col2",
             "note    computed.total: a stored generated column, which PostgreSQL before 18",
             "note    scalars.c_line: type line is not in Debezium's type map",
+            "note    scalars.c_numeric_wide: type numeric(78,0) has more digits than Spark's",
         ):
             assert reported in oracle.onboarding, oracle.onboarding
+        # hex: an unchanged TOASTed bytea[] arrives as NULL (Debezium), said at onboarding
+        hex_loss = "note    arrays.a_bytea: with binary.handling.mode=hex Debezium sends an"
+        assert oracle.onboarding.count(hex_loss) == 1, oracle.onboarding
         problems = oracle.compare(oracle.build("snapshot", data_tests=False), "snapshot")
         for phase in range(1, PHASES + 1):
             oracle.phase(TRANSACTIONS)

@@ -20,6 +20,7 @@ SCALARS = {
     "bigint": "bigint",
     "numeric_p": "numeric(12,3)",
     "numeric": "numeric",
+    "numeric_wide": "numeric(78,0)",  # wider than Spark's decimals: a 256-bit amount
     "money": "money",
     "real": "real",
     "double": "double precision",
@@ -75,6 +76,7 @@ ARRAYS = {
     "integer": "integer[]",
     "bigint": "bigint[]",
     "numeric_p": "numeric(12,3)[]",
+    "numeric_wide": "numeric(50,10)[]",
     "real": "real[]",
     "double": "double precision[]",
     "boolean": "boolean[]",
