@@ -100,20 +100,20 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_oracle.py": 943,
-    "object-store": 876,
-    "test_oracle_faults.py": 448,
-    "test_peers.py": 562,
-    "test_table_formats.py:delta": 610,
-    "test_table_formats.py:hudi": 466,
-    "test_pipeline_e2e.py": 531,
-    "test_benchmarks.py": 474,
-    "test_oracle_ddl.py": 363,
-    "test_type_map_oracle.py": 409,
-    "test_schema_changes.py": 193,
-    "test_debezium_samples_e2e.py": 125,
-    "test_decode.py": 51,
-    "empty-lakehouse": 111,
+    "test_oracle.py": 857,
+    "object-store": 813,
+    "test_oracle_faults.py": 437,
+    "test_peers.py": 482,
+    "test_table_formats.py:delta": 485,
+    "test_table_formats.py:hudi": 443,
+    "test_pipeline_e2e.py": 477,
+    "test_benchmarks.py": 425,
+    "test_oracle_ddl.py": 300,
+    "test_type_map_oracle.py": 505,
+    "test_schema_changes.py": 123,
+    "test_debezium_samples_e2e.py": 256,
+    "test_decode.py": 148,
+    "empty-lakehouse": 138,
 }
 
 
