@@ -168,6 +168,7 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
     """Encoding of a declared column when lines carry no schema (connector modes decide)."""
     name = declared.strip().lower().replace(" ", "")
     out = spark_type(declared)
+    bare = re.sub(r"\(\d+\)", "", name)  # time(3) is a time, bit(12) a bit string
     if out.startswith("array<"):
         item = name[:-2] if name.endswith("[]") else name[6:-1]
         return Encoding("array", item=declared_encoding(item, spec))
@@ -181,7 +182,7 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
             return Encoding("variable_decimal")  # numeric without scale
         return Encoding("decimal_base64", scale=_decimal_scale(out))
     if out == "binary":
-        if TYPE_ALIASES.get(bare := re.sub(r"\(\d+\)", "", name), bare) in ("bit", "varbit"):
+        if TYPE_ALIASES.get(bare, bare) in ("bit", "varbit"):
             return Encoding("base64")  # io.debezium.data.Bits: bytes in every binary mode
         return Encoding(_BINARY_KINDS[spec.binary_handling_mode])
     if out == "date":
@@ -194,7 +195,6 @@ def declared_encoding(declared: str, spec: TableSpec) -> Encoding:
         if spec.shape == "jdbc":
             return Encoding("epoch_millis")  # the JDBC source maps timestamptz to Connect Timestamp
         return Encoding("zoned")  # Debezium: timestamptz is a UTC ISO string in every mode
-    bare = re.sub(r"\(\d+\)", "", name)  # time(3) is a time too
     if TYPE_ALIASES.get(bare, bare) == "time":
         if _millis_precision(name) and spec.time_precision_mode == "adaptive":
             return Encoding("millis_time")  # io.debezium.time.Time
@@ -440,6 +440,16 @@ def _iso_time_text(raw: str, let: Let) -> str:
     return f"if({hms} = '', NULL, concat({hms}, '.', {fraction}))"
 
 
+def _magnitude_hex(b64: str, let: Let) -> tuple[str, str]:
+    """(is negative, hex digits) of base64 of an unscaled big-endian two's-complement integer:
+    a leading hex digit >= 8 means negative, and complementing each digit then gives
+    |value| - 1; otherwise the digits are |value|."""
+    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
+    neg = f"({h} >= '8')"
+    digits = let(f"if({neg}, translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210'), {h})", "mag")
+    return neg, digits
+
+
 def _decimal_text(b64: str, scale: str, let: Let) -> str:
     """Base64 of an unscaled big-endian two's-complement integer -> exact decimal text.
 
@@ -447,9 +457,7 @@ def _decimal_text(b64: str, scale: str, let: Let) -> str:
     complementing each hex digit gives |value| - 1; that magnitude (up to 16 bytes, as much as
     decimal(38) holds) is two 64-bit `conv` halves. The point is placed with string functions
     because decimal division would round away digits."""
-    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
-    neg = f"({h} >= '8')"
-    digits = let(f"if({neg}, translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210'), {h})", "mag")
+    neg, digits = _magnitude_hex(b64, let)
     padded = let(f"if(length({digits}) <= 32, lpad({digits}, 32, '0'), NULL)", "pad")
     high = f"try_cast(conv(substr({padded}, 1, 16), 16, 10) AS decimal(38,0))"
     low = f"try_cast(conv(substr({padded}, 17, 16), 16, 10) AS decimal(38,0))"
@@ -468,9 +476,7 @@ def _decimal_exact_text(b64: str, scale: int, let: Let) -> str:
     (scala.math.BigInt through `reflect`, never given NULL: it would throw). A negative value's
     complemented digits are |value| - 1, so one is added to their decimal text: its trailing
     nines become zeros and the digit before them grows by one."""
-    h = let(f"hex(try_to_binary({b64}, 'base64'))", "hex")
-    neg = let(f"({h} >= '8')", "neg")
-    digits = let(f"if({neg}, translate({h}, '0123456789ABCDEF', 'FEDCBA9876543210'), {h})", "mag")
+    neg, digits = _magnitude_hex(b64, let)
     big = let(
         f"if(coalesce({digits}, '') = '', NULL, "
         f"reflect('scala.math.BigInt', 'apply', {digits}, 16))",

@@ -18,6 +18,13 @@ DECIMAL_MODES = ("precise", "string", "double")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring")
 # Debezium's binary.handling.mode: how a bytea travels (`bytes`, the default, is base64 in JSON)
 BINARY_MODES = ("bytes", "base64", "base64-url-safe", "hex")
+# The connector settings that decide how values arrive, and their choices: a TableSpec field
+# each, the capture tool's config and options, from-postgres' options.
+CONNECTOR_MODES = {
+    "decimal_handling_mode": DECIMAL_MODES,
+    "time_precision_mode": TIME_MODES,
+    "binary_handling_mode": BINARY_MODES,
+}
 DEFAULT_TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 
 # Column types a table may declare (PostgreSQL-flavoured names, mapped to Spark types).
@@ -173,12 +180,9 @@ class TableSpec:
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
             raise ValueError(f"{self.topic}: shape must be one of {SHAPES}, got {self.shape!r}")
-        if self.decimal_handling_mode not in DECIMAL_MODES:
-            raise ValueError(f"{self.topic}: decimal_handling_mode must be one of {DECIMAL_MODES}")
-        if self.time_precision_mode not in TIME_MODES:
-            raise ValueError(f"{self.topic}: time_precision_mode must be one of {TIME_MODES}")
-        if self.binary_handling_mode not in BINARY_MODES:
-            raise ValueError(f"{self.topic}: binary_handling_mode must be one of {BINARY_MODES}")
+        for mode, choices in CONNECTOR_MODES.items():
+            if getattr(self, mode) not in choices:
+                raise ValueError(f"{self.topic}: {mode} must be one of {choices}")
         if not self.key:
             raise ValueError(f"{self.topic}: key columns are required")
         if self.shape == "jdbc" and not self.order_by:

@@ -29,7 +29,7 @@ from cdc_lakehouse.capture.config import (
 )
 from cdc_lakehouse.capture.preflight import PreflightError
 from cdc_lakehouse.capture.upload import UploadError
-from cdc_lakehouse.spec import BINARY_MODES, DECIMAL_MODES, TIME_MODES
+from cdc_lakehouse.spec import CONNECTOR_MODES
 
 PROGRESS_EVERY = 2.0
 
@@ -57,9 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--state-dir", help="offsets file of this capture")
     group.add_argument("--shape", choices=SHAPES)
     group.add_argument("--schemas-enable", action=argparse.BooleanOptionalAction, default=None)
-    group.add_argument("--decimal-handling-mode", choices=DECIMAL_MODES)
-    group.add_argument("--time-precision-mode", choices=TIME_MODES)
-    group.add_argument("--binary-handling-mode", choices=BINARY_MODES)
+    for mode, choices in CONNECTOR_MODES.items():
+        group.add_argument("--" + mode.replace("_", "-"), choices=choices)
     group.add_argument("--snapshot-mode", choices=SNAPSHOT_MODES)
     group.add_argument("--flush-size", type=int, help="records per landing file at most (500)")
     group.add_argument(

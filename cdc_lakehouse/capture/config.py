@@ -19,7 +19,7 @@ import yaml
 
 from cdc_lakehouse.capture.sink import sink_layout
 from cdc_lakehouse.capture.upload import object_base
-from cdc_lakehouse.spec import BINARY_MODES, DECIMAL_MODES, TIME_MODES
+from cdc_lakehouse.spec import CONNECTOR_MODES
 
 SHAPES = ("envelope", "flattened")
 SNAPSHOT_MODES = ("initial", "no_data", "when_needed", "always")
@@ -139,9 +139,7 @@ class CaptureConfig:
     def _check(self) -> None:
         choices = {
             "shape": SHAPES,
-            "decimal_handling_mode": DECIMAL_MODES,
-            "time_precision_mode": TIME_MODES,
-            "binary_handling_mode": BINARY_MODES,
+            **CONNECTOR_MODES,
             "snapshot_mode": SNAPSHOT_MODES,
         }
         for key, allowed in choices.items():

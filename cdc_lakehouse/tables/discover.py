@@ -26,14 +26,7 @@ from typing import Any
 import yaml
 
 from cdc_lakehouse.decode import _row_fields, connect_encoding
-from cdc_lakehouse.spec import (
-    BINARY_MODES,
-    DECIMAL_MODES,
-    TIME_MODES,
-    declared_type,
-    spark_type,
-    wide_decimal_scale,
-)
+from cdc_lakehouse.spec import CONNECTOR_MODES, declared_type, spark_type, wide_decimal_scale
 from cdc_lakehouse.tables.registry import (
     NAME,
     REGISTRY_DIR,
@@ -106,13 +99,6 @@ _NOT_CAPTURED_NOTE = (
     "type {} is not in Debezium's type map: its events leave the column out, it stays empty"
 )
 
-
-# Debezium settings that decide how values arrive (spec.TableSpec), as from-postgres options
-CONNECTOR_MODES = {
-    "decimal_handling_mode": DECIMAL_MODES,
-    "time_precision_mode": TIME_MODES,
-    "binary_handling_mode": BINARY_MODES,
-}
 
 # Where Debezium (3.6) sends an unchanged TOASTed value as NULL instead of its placeholder,
 # by binary.handling.mode: a bytea in base64 and base64-url-safe (DBZ-7599 gave only `hex` the
