@@ -113,6 +113,9 @@ def machine() -> dict[str, Any]:
         "cpu": cpu.group(1).strip() if cpu else platform.processor(),
         "os": f"{platform.system()} {platform.release()}",
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        # JVM options added to the profile's (profiles/profiles.yml): figures are comparable
+        # only between runs with the same ones.
+        "spark_java_options": os.environ.get("CDC_SPARK_JAVA_OPTIONS", ""),
     }
 
 

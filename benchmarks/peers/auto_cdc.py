@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -211,7 +212,7 @@ def apply_delivery(
     )
     submit = (
         f"--jars {_jars(spec['jars'])} --conf spark.sql.warehouse.dir={warehouse} "
-        f"--driver-java-options {DRIVER_JAVA_OPTIONS} "
+        f"--driver-java-options {shlex.quote(DRIVER_JAVA_OPTIONS)} "
     )
     env = {
         **os.environ,

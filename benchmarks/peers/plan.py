@@ -14,6 +14,7 @@ Deliveries (each starts from an empty lakehouse; files by their Kafka offset):
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,12 @@ DELIVERIES = ("one_batch", "file_by_file", "late_files", "replayed_file")
 # Offset of a redelivered file's new name: above every offset of the sample.
 REPLAY_OFFSET = 90_000
 TOAST_PLACEHOLDER = "__debezium_unavailable_value"
-# The peers' driver JVMs run with the collector the project's profile gives its own
-# (profiles/profiles.yml, spark.driver.extraJavaOptions): the comparison is of the engines, not
-# of their garbage collectors.
-DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+# The peers' driver JVMs run with the collector the project's profile gives its own, and the
+# JVM options CDC_SPARK_JAVA_OPTIONS adds to it (profiles/profiles.yml,
+# spark.driver.extraJavaOptions): the comparison is of the engines, not of their JVM settings.
+DRIVER_JAVA_OPTIONS = " ".join(
+    ["-XX:+UseParallelGC", *os.environ.get("CDC_SPARK_JAVA_OPTIONS", "").split()]
+)
 
 
 def sample_tables() -> list[Any]:
