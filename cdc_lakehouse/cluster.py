@@ -134,6 +134,9 @@ def _spark_env(state_dir: Path, daemon: bool) -> dict[str, str]:
     env.pop("SPARK_DAEMON_MEMORY", None)
     if daemon:
         env["SPARK_DAEMON_MEMORY"] = "256m"
+        # The JVM options the profile gives the driver and executors (CDC_SPARK_JAVA_OPTIONS).
+        options = [env.get("SPARK_DAEMON_JAVA_OPTS", ""), env.get("CDC_SPARK_JAVA_OPTIONS", "")]
+        env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(o for o in options if o).strip()
     env |= {
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": HOST,

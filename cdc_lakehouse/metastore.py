@@ -272,7 +272,19 @@ def start(
         entries += [str(jar) for jar in s3_jars]
     classpath = os.pathsep.join(entries)
     proc = services.launch(
-        ["java", "-Xmx512m", *JAVA_OPENS, "-cp", classpath, MAIN_CLASS, HOST, str(port)],
+        # CDC_SPARK_JAVA_OPTIONS: the JVM options the profile gives Spark's drivers (the same
+        # Hive and DataNucleus code runs here).
+        [
+            "java",
+            "-Xmx512m",
+            *JAVA_OPENS,
+            *os.environ.get("CDC_SPARK_JAVA_OPTIONS", "").split(),
+            "-cp",
+            classpath,
+            MAIN_CLASS,
+            HOST,
+            str(port),
+        ],
         state_dir=state_dir,
         log="metastore.log",
         ready=lambda: _answers(port),

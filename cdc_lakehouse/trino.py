@@ -35,7 +35,8 @@ HOST = "127.0.0.1"
 JAVA = os.environ.get("CDC_TRINO_JAVA", "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java")
 DEFAULT_STATE_DIR = Path(".lakehouse") / "trino"
 VERSION = "483"
-# Trino's own jvm.config needs, for Java 25.
+# Trino's own jvm.config needs, for Java 25; CDC_TRINO_JAVA_OPTIONS adds more (the tests: the
+# JIT's first tier only, see tests/python/conftest.py).
 JVM_OPTIONS = [
     "-Xmx1G", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djdk.attach.allowAttachSelf=true",
     "-XX:+EnableDynamicAgentLoading", "--add-modules=jdk.incubator.vector",
@@ -147,7 +148,7 @@ def start(
     (etc / "catalog" / "lakehouse.properties").write_text(catalog_properties(metastore_uri))
     (etc / "log.properties").write_text("io.trino=WARN\nio.airlift=WARN\n")
     command = [
-        JAVA, *JVM_OPTIONS,
+        JAVA, *JVM_OPTIONS, *os.environ.get("CDC_TRINO_JAVA_OPTIONS", "").split(),
         f"-Dconfig={etc / 'config.properties'}", f"-Dlog.levels-file={etc / 'log.properties'}",
         "-Dnode.environment=cdc_lakehouse", "-Dnode.id=cdc-lakehouse-1",
         f"-Dnode.data-dir={state_dir / 'data'}", f"-Dnode.bind-ip={HOST}",

@@ -15,9 +15,11 @@ from pyspark.sql import SparkSession
 # suite is hundreds of small builds on 2 cores, where the top tier's compilations cost more CPU
 # than they save (an oracle history of 3 builds: 368 -> 275 CPU seconds, 200 -> 166 s). It
 # changes no result. Benchmarks publish figures from their own runs, without it.
-os.environ.setdefault(
-    "CDC_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
-)
+# The same for the other JVMs the tests start: the metastore service and the local cluster's
+# daemons read CDC_SPARK_JAVA_OPTIONS, Trino CDC_TRINO_JAVA_OPTIONS.
+FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
+os.environ.setdefault("CDC_SPARK_JAVA_OPTIONS", FIRST_TIER_ONLY)
+os.environ.setdefault("CDC_TRINO_JAVA_OPTIONS", FIRST_TIER_ONLY)
 
 
 @pytest.fixture(scope="session")
@@ -110,20 +112,20 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_oracle.py": 857,
-    "object-store": 813,
-    "test_oracle_faults.py": 437,
-    "test_peers.py": 482,
-    "test_table_formats.py:delta": 485,
-    "test_table_formats.py:hudi": 443,
-    "test_pipeline_e2e.py": 477,
-    "test_benchmarks.py": 425,
-    "test_oracle_ddl.py": 300,
-    "test_type_map_oracle.py": 505,
-    "test_schema_changes.py": 123,
-    "test_debezium_samples_e2e.py": 256,
-    "test_decode.py": 148,
-    "empty-lakehouse": 138,
+    "test_oracle.py": 672,
+    "test_type_map_oracle.py": 509,
+    "object-store": 501,
+    "test_table_formats.py:delta": 433,
+    "test_pipeline_e2e.py": 401,
+    "test_oracle_faults.py": 369,
+    "test_peers.py": 350,
+    "test_table_formats.py:hudi": 289,
+    "test_oracle_ddl.py": 232,
+    "test_benchmarks.py": 190,
+    "test_schema_changes.py": 186,
+    "test_debezium_samples_e2e.py": 123,
+    "empty-lakehouse": 115,
+    "test_decode.py": 83,
 }
 
 
