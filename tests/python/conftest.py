@@ -112,20 +112,20 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_oracle.py": 672,
-    "test_type_map_oracle.py": 509,
-    "object-store": 501,
-    "test_table_formats.py:delta": 433,
-    "test_pipeline_e2e.py": 401,
-    "test_oracle_faults.py": 369,
-    "test_peers.py": 350,
-    "test_table_formats.py:hudi": 289,
-    "test_oracle_ddl.py": 232,
-    "test_benchmarks.py": 190,
-    "test_schema_changes.py": 186,
-    "test_debezium_samples_e2e.py": 123,
-    "empty-lakehouse": 115,
-    "test_decode.py": 83,
+    "test_type_map_oracle.py": 520,
+    "test_oracle.py": 511,
+    "test_table_formats.py:delta": 502,
+    "object-store": 429,
+    "test_oracle_faults.py": 394,
+    "test_pipeline_e2e.py": 351,
+    "test_peers.py": 301,
+    "test_table_formats.py:hudi": 258,
+    "test_oracle_ddl.py": 171,
+    "test_benchmarks.py": 159,
+    "test_schema_changes.py": 143,
+    "test_debezium_samples_e2e.py": 132,
+    "empty-lakehouse": 90,
+    "test_decode.py": 63,
 }
 
 
