@@ -85,6 +85,9 @@ class Encoding:
 
 TEXT = Encoding("text")
 PLAIN = Encoding("plain")
+# PostgreSQL numerics no decimal holds, as Debezium's string and double modes write them (in
+# any case: string mode writes `NAN`)
+NUMERIC_SPECIALS = ("NAN", "INFINITY", "-INFINITY")
 # binary.handling.mode -> how a bytea's value is written (`bytes`: JsonConverter's base64)
 _BINARY_KINDS = {
     "bytes": "base64",
@@ -947,6 +950,12 @@ def _reason_sql(
         present = f"{raw[c.name]} IS NOT NULL"
         if c.name in unavailable:
             present += f" AND NOT {unavailable[c.name]}"
+        if c.out.startswith("decimal"):
+            # a numeric NaN or infinity, as decimal.handling.mode string (`NAN`) and double
+            # write it: no Spark decimal holds one, so it is NULL, as precise mode sends it
+            # (docs/types.md)
+            specials = ", ".join(map(_lit, NUMERIC_SPECIALS))
+            present += f" AND upper({raw[c.name]}) NOT IN ({specials})"
         failed = f"{present} AND {decoded[c.name]} IS NULL"
         cases.append(f"WHEN {failed} THEN {_lit(f'cannot decode {c.name} as {c.out}')}")
     return f"CASE {' '.join(cases)} END"

@@ -748,6 +748,35 @@ def test_numerics_wider_than_spark_keep_their_exact_digits(
         decode(spark, tmp_path / "precise", narrow)
 
 
+def test_a_numeric_nan_or_infinity_in_string_or_double_mode_is_null_not_a_reject(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`decimal.handling.mode` string and double write a numeric NaN or infinity as text
+    (precise mode sends NULL; docs/types.md advises string mode for a NOT NULL column that may
+    hold NaN): a declared decimal holds neither, so it is NULL, as in precise mode, and the
+    line is not rejected (the type-map oracle found every such change rejected, its key left
+    behind, and the build stopped by `cdc_no_undecodable_changes`). A value that is not a
+    number is still rejected."""
+    values = ["12.34", "NAN", "Infinity", "-Infinity", "oops"]  # string mode: `NAN`
+    write_landing(
+        tmp_path,
+        "t.nan",
+        [compact(envelope("c", {"id": i, "v": v}, lsn=i)) for i, v in enumerate(values)],
+        files=1,
+    )
+    for mode in ("string", "double"):
+        spec = TableSpec(
+            topic="t.nan",
+            key=("id",),
+            columns={"id": "int", "v": "numeric(8,2)"},
+            decimal_handling_mode=mode,
+        )
+        decoded = {r.id: r for r in collect(decode(spark, tmp_path, spec))}
+        assert [decoded[i].v for i in range(4)] == [Decimal("12.34"), None, None, None], mode
+        assert [decoded[i]._cdc_reject_reason for i in range(4)] == [None] * 4, mode
+        assert decoded[4]._cdc_reject_reason == "cannot decode v as decimal(8,2)", mode
+
+
 BINARY_WRITERS = {
     "bytes": lambda b: base64.b64encode(b).decode(),
     "base64": lambda b: base64.b64encode(b).decode(),
