@@ -88,6 +88,7 @@ def _check_source(
         raise PreflightError(
             f"table(s) not found in database {config.database}: {', '.join(missing)}"
         )
+    _check_logged(conn, kinds)
     partitioned = _check_partitions(conn, config, kinds)
     _check_replica_identity(kinds)
     if marker:
@@ -95,16 +96,18 @@ def _check_source(
     return Source(_check_slot(conn, config, slot_wait), partitioned)
 
 
-def _table_kind(
-    conn: psycopg.Connection[Any], qualified: str
-) -> tuple[bool, bool, str, bool] | None:
-    """(is partitioned, is a partition, replica identity, has a primary key) of a table; None
-    when there is no such table."""
+Kind = tuple[bool, bool, str, bool, bool]
+
+
+def _table_kind(conn: psycopg.Connection[Any], qualified: str) -> Kind | None:
+    """(is partitioned, is a partition, replica identity, has a primary key, is unlogged) of a
+    table; None when there is no such table."""
     schema, table = qualified.split(".")
     return conn.execute(
         """
         select c.relkind = 'p', c.relispartition, c.relreplident,
-               exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary)
+               exists (select 1 from pg_index i where i.indrelid = c.oid and i.indisprimary),
+               c.relpersistence = 'u'
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = %s and c.relname = %s and c.relkind in ('r', 'p')
         """,
@@ -115,7 +118,7 @@ def _table_kind(
 def _check_partitions(
     conn: psycopg.Connection[Any],
     config: CaptureConfig,
-    kinds: dict[str, tuple[bool, bool, str, bool] | None],
+    kinds: dict[str, Kind | None],
 ) -> tuple[str, ...]:
     """A partitioned table's changes reach the capture only through a publication with
     publish_via_partition_root: without it pgoutput names each change by the leaf partition
@@ -164,13 +167,45 @@ def _check_partitions(
     return partitioned
 
 
-def _check_replica_identity(kinds: dict[str, tuple[bool, bool, str, bool] | None]) -> None:
+def _check_logged(conn: psycopg.Connection[Any], kinds: dict[str, Kind | None]) -> None:
+    """An UNLOGGED table (a dump of one keeps it so: pgexercises' tables are) writes no WAL, so
+    logical decoding never sees its changes and PostgreSQL refuses it in a publication
+    (`Unlogged relations cannot be replicated`); Debezium's snapshot would still read it, and
+    its rows would land once and never change. Refused, with the statements that make every
+    such table logged, referenced tables first (PostgreSQL refuses a logged table that
+    references an unlogged one)."""
+    unlogged = [qualified for qualified, kind in kinds.items() if kind and kind[4]]
+    if not unlogged:
+        return
+    edges = conn.execute(
+        """
+        select c.oid::regclass::text, r.oid::regclass::text from pg_constraint k
+        join pg_class c on c.oid = k.conrelid join pg_class r on r.oid = k.confrelid
+        where k.contype = 'f' and c.oid <> r.oid and c.relpersistence = 'u'
+          and r.relpersistence = 'u'
+        """
+    ).fetchall()
+    order: list[str] = []
+    pending = {conn.execute("select %s::regclass::text", (t,)).fetchone()[0]: t for t in unlogged}
+    while pending:
+        ready = [t for t in pending if not any(c == t and r in pending for c, r in edges)]
+        for name in sorted(ready or pending):  # a cycle: PostgreSQL will say which
+            order.append(pending.pop(name))
+    statements = " ".join(f"ALTER TABLE {t} SET LOGGED;" for t in order)
+    raise PreflightError(
+        f"{', '.join(unlogged)} {'is' if len(unlogged) == 1 else 'are'} UNLOGGED: PostgreSQL "
+        f"writes no WAL for such a table, so none of its changes can be captured; make it "
+        f"logged (rewrites it) or leave it out of tables: {statements}"
+    )
+
+
+def _check_replica_identity(kinds: dict[str, Kind | None]) -> None:
     """A table without a primary key and with REPLICA IDENTITY DEFAULT (or NOTHING) is refused:
     once it is in the capture's publication PostgreSQL refuses every UPDATE and DELETE of it,
     the application's too ("cannot update table ... because it does not have a replica
     identity and publishes updates"), and its changes would carry no key to merge by."""
     for qualified, kind in kinds.items():
-        _, _, identity, has_key = kind or (False, False, "d", True)
+        _, _, identity, has_key, _ = kind or (False, False, "d", True, False)
         if identity == "n" or (identity == "d" and not has_key):
             raise PreflightError(
                 f"{qualified} has no primary key and replica identity "

@@ -200,6 +200,7 @@ domain_root as (
 ),
 columns as (
     select n.nspname, c.relname, a.attnum, a.attname, c.oid as relid, a.attgenerated,
+           c.relpersistence = 'u' as unlogged,
            coalesce(r.base, a.atttypid) as type_oid,
            case when r.oid is null then a.atttypmod else r.typmod end as typmod
     from pg_attribute a
@@ -215,7 +216,7 @@ select c.nspname, c.relname, c.attname,
            else format_type(c.type_oid, c.typmod)
        end,
        col_description(c.relid, c.attnum), obj_description(c.relid, 'pg_class'),
-       e.oid is not null as domain_array, c.attgenerated = 's' as generated
+       e.oid is not null as domain_array, c.attgenerated = 's' as generated, c.unlogged
 from columns c
 join pg_type t on t.oid = c.type_oid
 left join domain_root e on e.oid = t.typelem and t.typcategory = 'A'
@@ -241,7 +242,15 @@ def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, st
         rows = conn.execute(COLUMNS_SQL, (list(schemas),)).fetchall()
         keys = conn.execute(KEYS_SQL, (list(schemas),)).fetchall()
     found: dict[tuple[str, str], Found] = {}
-    for schema, table, column, pg_type, comment, table_comment, domain_array, generated in rows:
+    for row in rows:
+        schema, table, column, pg_type, comment, table_comment = row[:6]
+        domain_array, generated, unlogged = row[6:]
+        if (schema, table) not in found and unlogged:
+            found[(schema, table)] = Found(table, [], [], table_comment)
+            found[(schema, table)].notes.append(
+                f": UNLOGGED, so PostgreSQL writes no WAL for it and the capture refuses it: run "
+                f"`ALTER TABLE {schema}.{table} SET LOGGED` before capturing"
+            )
         entry = found.setdefault((schema, table), Found(table, [], [], table_comment))
         declared, note = declared_from_postgres(pg_type)
         if note:
@@ -532,7 +541,8 @@ def add_to_registry(
             table, delete_mode=delete_mode, topic=topic, model=model, taken_by=taken_by
         )
         report.added.append(table.name)
-        report.notes += [f"{table.name}.{note}" for note in table.notes]
+        # a column's note is "column: ...", a note on the whole table ": ..."
+        report.notes += [f"{table.name}{'' if n[0] == ':' else '.'}{n}" for n in table.notes]
     if not report.added and path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
