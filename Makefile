@@ -192,7 +192,8 @@ sample: install-dev
 # The PostgreSQL oracle alone (part of `make test`); `make oracle SEEDS=50` is the slow mode.
 oracle: install-dev
 	CDC_ORACLE_SEEDS=$(or $(SEEDS),2) $(PYTEST) tests/python/test_oracle.py tests/python/test_oracle_ddl.py \
-		tests/python/test_oracle_faults.py tests/python/test_type_map_oracle.py
+		tests/python/test_oracle_faults.py tests/python/test_type_map_oracle.py \
+		tests/python/test_public_databases.py
 
 # A local Spark standalone cluster (master + 2 workers, 127.0.0.1 only) for `--target cluster`;
 # README "Running on a cluster". The exports it prints go into your shell with

@@ -289,12 +289,16 @@ def summarize(report: Path) -> str:
         f"rows compared: {sum(e['rows'] for e in histories.values())} "
         f"({sum(e['cells'] for e in histories.values())} cells); "
         f"mismatches: {sum(e['mismatches'] for e in histories.values())}"
-        + "".join(
-            f"\ncatalog-driven, {e['catalog']}: {e['tables']} tables, {e['columns']} columns of "
-            f"{e['types']} types, {e['sources']} captures "
-            f"({e.get('captures', 'schemas on, off')}), {e['builds']} builds; "
-            f"events landed: {e['events_landed']}; rows compared: {e['rows']} "
-            f"({e['cells']} cells); mismatches: {e['mismatches']}"
-            for e in catalogs
-        )
+        + "".join(f"\ncatalog-driven, {_catalog_line(e)}" for e in catalogs)
+    )
+
+
+def _catalog_line(e: dict) -> str:
+    changes = f"schema changes: {'; '.join(e['schema_changes'])}; " * bool(e.get("schema_changes"))
+    return (
+        f"{e['catalog']}: {e['tables']} tables, {e['columns']} columns of "
+        f"{e['types']} types, {e['sources']} captures "
+        f"({e.get('captures', 'schemas on, off')}), {e['builds']} builds; {changes}"
+        f"events landed: {e['events_landed']}; rows compared: {e['rows']} "
+        f"({e['cells']} cells); mismatches: {e['mismatches']}"
     )

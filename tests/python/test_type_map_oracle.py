@@ -12,15 +12,11 @@ primary key is refused by the generator and by the capture's pre-check, each wit
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import type_map
-from catalog_oracle import CatalogOracle, record
+from catalog_oracle import CatalogOracle, record, refused_by_capture
 from lakehouse import stop_dbt_worker
 
 from cdc_lakehouse.pg import TemporaryPostgres
@@ -71,29 +67,6 @@ def test_every_type_comes_out_of_the_lake_as_postgresql_has_it(
 
 def _assert_refused_by_capture(pg: TemporaryPostgres, root: Path, table: str) -> None:
     """`capture check` of `table` exits 2 naming the table and the way out."""
-    config = root / "keyless.json"
-    config.write_text(
-        json.dumps(
-            {
-                "name": "keyless",
-                "host": pg.host,
-                "port": pg.port,
-                "database": pg.database,
-                "user": pg.user,
-                "tables": [table],
-                "out": str(root / "keyless-landing"),
-                "state_dir": str(root / "keyless-state"),
-                "topic_prefix": "keyless",
-            }  # fmt: skip
-        )
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "cdc_lakehouse.capture", "check", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CDC_PG_PASSWORD": ""},
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+    output = refused_by_capture(pg, root, [table])
     assert f"{table} has no primary key and replica identity DEFAULT" in output, output
     assert "REPLICA IDENTITY FULL" in output, output
