@@ -121,21 +121,21 @@ def tier_of(item: pytest.Item) -> str:
 # run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
 # order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    "test_type_map_oracle.py": 520,
-    "test_oracle.py": 511,
-    "test_table_formats.py:delta": 502,
-    "object-store": 429,
-    "test_oracle_faults.py": 394,
-    "test_pipeline_e2e.py": 351,
-    "test_peers.py": 301,
-    "test_table_formats.py:hudi": 258,
-    "test_oracle_ddl.py": 171,
-    "test_public_databases.py": 150,  # measured beside another group, not yet in a CI run
-    "test_benchmarks.py": 159,
-    "test_schema_changes.py": 143,
-    "test_debezium_samples_e2e.py": 132,
-    "empty-lakehouse": 90,
-    "test_decode.py": 63,
+    "test_type_map_oracle.py": 505,
+    "test_oracle.py": 501,
+    "test_table_formats.py:delta": 476,
+    "object-store": 428,
+    "test_pipeline_e2e.py": 363,
+    "test_oracle_faults.py": 338,
+    "test_peers.py": 252,
+    "test_table_formats.py:hudi": 244,
+    "test_schema_changes.py": 174,
+    "test_oracle_ddl.py": 169,
+    "test_benchmarks.py": 161,
+    "empty-lakehouse": 104,
+    "test_debezium_samples_e2e.py": 97,
+    "test_public_databases.py": 82,
+    "test_decode.py": 71,
 }
 
 
