@@ -177,20 +177,24 @@ def _check_logged(conn: psycopg.Connection[Any], kinds: dict[str, Kind | None]) 
     unlogged = [qualified for qualified, kind in kinds.items() if kind and kind[4]]
     if not unlogged:
         return
+    # (referencing, referenced) between unlogged tables, named as tables are: schema.table
     edges = conn.execute(
         """
-        select c.oid::regclass::text, r.oid::regclass::text from pg_constraint k
-        join pg_class c on c.oid = k.conrelid join pg_class r on r.oid = k.confrelid
+        select cn.nspname || '.' || c.relname, rn.nspname || '.' || r.relname
+        from pg_constraint k
+        join pg_class c on c.oid = k.conrelid join pg_namespace cn on cn.oid = c.relnamespace
+        join pg_class r on r.oid = k.confrelid join pg_namespace rn on rn.oid = r.relnamespace
         where k.contype = 'f' and c.oid <> r.oid and c.relpersistence = 'u'
           and r.relpersistence = 'u'
         """
     ).fetchall()
     order: list[str] = []
-    pending = {conn.execute("select %s::regclass::text", (t,)).fetchone()[0]: t for t in unlogged}
+    pending = set(unlogged)
     while pending:
-        ready = [t for t in pending if not any(c == t and r in pending for c, r in edges)]
+        ready = {t for t in pending if not any(c == t and r in pending for c, r in edges)}
         for name in sorted(ready or pending):  # a cycle: PostgreSQL will say which
-            order.append(pending.pop(name))
+            order.append(name)
+            pending.discard(name)
     statements = " ".join(f"ALTER TABLE {t} SET LOGGED;" for t in order)
     raise PreflightError(
         f"{', '.join(unlogged)} {'is' if len(unlogged) == 1 else 'are'} UNLOGGED: PostgreSQL "
