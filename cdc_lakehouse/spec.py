@@ -18,12 +18,21 @@ DECIMAL_MODES = ("precise", "string", "double")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring")
 # Debezium's binary.handling.mode: how a bytea travels (`bytes`, the default, is base64 in JSON)
 BINARY_MODES = ("bytes", "base64", "base64-url-safe", "hex")
-# The connector settings that decide how values arrive, and their choices: a TableSpec field
-# each, the capture tool's config and options, from-postgres' options.
+# hstore.handling.mode: a JSON object in a string (`json`) or a Connect map; both decode to
+# the object's JSON text
+HSTORE_MODES = ("json", "map")
+# interval.handling.mode: microseconds (`numeric`) or ISO 8601 text (`P1Y2M3DT4H5M6.78S`);
+# from-postgres declares an interval `bigint` or `text` accordingly
+INTERVAL_MODES = ("numeric", "string")
+# The connector settings that decide how values arrive, and their choices (Debezium's default
+# first): a TableSpec field each, the capture tool's config and options, from-postgres' options.
+# A landing setting outside these is refused when the registry or a model's config is read.
 CONNECTOR_MODES = {
     "decimal_handling_mode": DECIMAL_MODES,
     "time_precision_mode": TIME_MODES,
     "binary_handling_mode": BINARY_MODES,
+    "hstore_handling_mode": HSTORE_MODES,
+    "interval_handling_mode": INTERVAL_MODES,
 }
 DEFAULT_TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 
@@ -172,6 +181,8 @@ class TableSpec:
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
     binary_handling_mode: str = "bytes"
+    hstore_handling_mode: str = "json"
+    interval_handling_mode: str = "numeric"
     toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
     order_by: tuple[str, ...] = ()
     layout: Layout = field(default_factory=Layout)
@@ -212,9 +223,7 @@ class TableSpec:
             shape=merged.get("shape", "envelope"),
             key=tuple([key] if isinstance(key, str) else key),
             columns=dict(merged.get("columns") or {}),
-            decimal_handling_mode=merged.get("decimal_handling_mode", "precise"),
-            time_precision_mode=merged.get("time_precision_mode", "adaptive"),
-            binary_handling_mode=merged.get("binary_handling_mode", "bytes"),
+            **{mode: merged.get(mode, choices[0]) for mode, choices in CONNECTOR_MODES.items()},
             toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
             order_by=tuple(merged.get("order_by") or ()),
             layout=Layout.from_config(merged.get("layout")),

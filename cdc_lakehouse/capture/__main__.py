@@ -97,8 +97,8 @@ def config_from_args(args: argparse.Namespace) -> CaptureConfig:
         key: getattr(args, key)
         for key in (
             "name", "host", "port", "database", "user", "password_env", "out", "state_dir",
-            "shape", "schemas_enable", "decimal_handling_mode", "time_precision_mode",
-            "binary_handling_mode", "snapshot_mode", "flush_size", "partitions", "topic_prefix",
+            "shape", "schemas_enable", *CONNECTOR_MODES, "snapshot_mode", "flush_size",
+            "partitions", "topic_prefix",
         )
     }  # fmt: skip
     if args.tables:

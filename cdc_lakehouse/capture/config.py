@@ -52,6 +52,8 @@ class CaptureConfig:
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
     binary_handling_mode: str = "bytes"
+    hstore_handling_mode: str = "json"
+    interval_handling_mode: str = "numeric"
     snapshot_mode: str = "initial"
     flush_size: int = 500
     partitions: int = 1  # Kafka partitions per topic (a key always lands in the same one)

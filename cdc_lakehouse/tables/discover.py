@@ -86,10 +86,12 @@ _DEBEZIUM_DECLARED = {
 _BITS_NOTE = (
     "type {} is read as bytes: Debezium's bits, as an unsigned number, least significant byte first"
 )
-_INTERVAL_NOTE = (
-    "type {} is declared bigint: microseconds, as Debezium writes it with "
-    "interval.handling.mode=numeric (the default; declare text with =string)"
-)
+_INTERVAL_NOTES = {
+    "numeric": "type {} is declared bigint: microseconds, as Debezium writes it with "
+    "interval.handling.mode=numeric (the default)",
+    "string": "type {} is declared text: ISO 8601 (P1Y2M3DT4H5M6.78S), as Debezium writes it "
+    "with interval.handling.mode=string",
+}
 
 
 # Geometric types other than `point` are not in Debezium's type map: its events leave such a
@@ -128,13 +130,13 @@ _WIDE_NUMERIC_NOTE = (
 )
 
 
-def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
+def declared_from_postgres(pg_type: str, interval_mode: str = "numeric") -> tuple[str, str | None]:
     """A registry type for a PostgreSQL type as `format_type` spells it, and a note when it
     has no typed mapping (kept as text: enums, network and geometric types...) or one a reader
-    should know about."""
+    should know about. `interval_mode`: the connector's interval.handling.mode."""
     t = pg_type.strip()
     if t.endswith("[]"):
-        inner, note = declared_from_postgres(t[:-2])
+        inner, note = declared_from_postgres(t[:-2], interval_mode)
         return f"{inner}[]", note
     lowered = t.lower()
     if lowered.startswith("time") and not lowered.startswith("timestamp"):
@@ -150,7 +152,8 @@ def declared_from_postgres(pg_type: str) -> tuple[str, str | None]:
         # registered as itself: Debezium's Bits stay bytes whatever binary.handling.mode says
         return t, _BITS_NOTE.format(pg_type)
     if lowered.startswith("interval"):
-        return "bigint", _INTERVAL_NOTE.format(pg_type)
+        declared = "bigint" if interval_mode == "numeric" else "text"
+        return declared, _INTERVAL_NOTES[interval_mode].format(pg_type)
     if lowered in _NOT_CAPTURED:
         return "text", _NOT_CAPTURED_NOTE.format(pg_type)
     try:
@@ -235,7 +238,9 @@ order by n.nspname, c.relname, u.position
 """
 
 
-def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, str], Found]:
+def postgres_tables(
+    conninfo: str, schemas: Sequence[str], interval_mode: str = "numeric"
+) -> dict[tuple[str, str], Found]:
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
@@ -252,7 +257,7 @@ def postgres_tables(conninfo: str, schemas: Sequence[str]) -> dict[tuple[str, st
                 f"`ALTER TABLE {schema}.{table} SET LOGGED` before capturing"
             )
         entry = found.setdefault((schema, table), Found(table, [], [], table_comment))
-        declared, note = declared_from_postgres(pg_type)
+        declared, note = declared_from_postgres(pg_type, interval_mode)
         if note:
             entry.notes.append(f"{column}: {note}")
         if domain_array:
@@ -558,7 +563,9 @@ def run(args: argparse.Namespace, project: Path) -> int:
     found: list[tuple[Found, str | None]] = []
     if args.command == "from-postgres":
         schemas = args.schema or ["public"]
-        tables = postgres_tables(conninfo_from(args), schemas)
+        tables = postgres_tables(
+            conninfo_from(args), schemas, args.interval_handling_mode or "numeric"
+        )
         if not tables:
             raise DiscoveryError(f"no tables in schema(s) {', '.join(schemas)}")
         names = [f"{s}.{t}" for s, t in tables]

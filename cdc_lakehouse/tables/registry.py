@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from cdc_lakehouse.spec import SHAPES, TableSpec
+from cdc_lakehouse.spec import CONNECTOR_MODES, SHAPES, TableSpec
 
 REGISTRY_DIR = "tables"
 DELETE_MODES = ("hard", "soft")
@@ -42,9 +42,7 @@ LANDING_KEYS = (
     "topic",
     "topic_prefix",
     "shape",
-    "decimal_handling_mode",
-    "time_precision_mode",
-    "binary_handling_mode",
+    *CONNECTOR_MODES,
     "toast_placeholder",
     "order_by",
     "layout",

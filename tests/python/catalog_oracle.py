@@ -46,7 +46,7 @@ from lakehouse import REPO, read_export, run_dbt
 from oracle import REPORT
 
 from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.spec import TIME_MODES
+from cdc_lakehouse.spec import DECIMAL_MODES, HSTORE_MODES, INTERVAL_MODES, TIME_MODES
 from cdc_lakehouse.tables.generate import write
 from cdc_lakehouse.tables.registry import REGISTRY_DIR, load_source
 
@@ -777,23 +777,36 @@ SOURCES = {"typemap": True, "typemap_nosch": False}
 def connector_modes(seed: int, sources: dict[str, bool] = SOURCES) -> dict[str, dict[str, str]]:
     """Each source's Debezium settings that decide how values travel, settings users change,
     turning with the seed so that CI's seed (1001) and the slow mode's meet every choice:
-    - `binary.handling.mode`: `bytes` (the default) or `hex` (read as base64, hex digits decode
-      to other bytes without an error). Not the two base64 modes: Debezium sends an unchanged
-      TOASTed bytea as NULL in them (from-postgres says so, see discover.toast_losses), which no
-      pipeline can undo.
+    - `binary.handling.mode`: `bytes` (the default), `hex` (read as base64, hex digits decode
+      to other bytes without an error) or `base64`. In `hex` and `base64` Debezium sends some
+      unchanged TOASTed values as NULL (from-postgres says so, see discover.toast_losses),
+      which no pipeline can undo: `compare` allows exactly those (TOAST_NULLED).
     - `time.precision.mode`: each of the four, one a seed.
-    - `decimal.handling.mode`: `precise` or `string` (exact both). Not `double`: lossy by design.
-    Seed 1001: the first source bytes, adaptive, precise; the second hex,
-    adaptive_time_microseconds, string."""
+    - `decimal.handling.mode`: `precise`, `string` (exact both) or `double` (lossy by design:
+      the double, rounded to the column's scale).
+    - `hstore.handling.mode`: `json` or `map`; `interval.handling.mode`: `numeric` or `string`.
+    Seed 1001: the first source bytes, adaptive, precise, json, numeric; the second hex,
+    adaptive_time_microseconds, string, map, string."""
     turn = seed - 1001
     return {
         source: {
-            "binary_handling_mode": ("bytes", "hex")[(turn + i) % 2],
+            "binary_handling_mode": ("bytes", "hex", "base64")[(turn + i) % 3],
             "time_precision_mode": TIME_MODES[(turn + i) % len(TIME_MODES)],
-            "decimal_handling_mode": ("precise", "string")[(turn // 2 + i) % 2],
+            "decimal_handling_mode": DECIMAL_MODES[(turn // 2 + i) % len(DECIMAL_MODES)],
+            "hstore_handling_mode": HSTORE_MODES[(turn + i) % len(HSTORE_MODES)],
+            "interval_handling_mode": INTERVAL_MODES[(turn + i) % len(INTERVAL_MODES)],
         }
         for i, source in enumerate(sources)
     }
+
+
+# Where Debezium (3.6) sends an unchanged TOASTed value as NULL instead of its placeholder, by
+# binary.handling.mode (DBZ-7599 gave only `hex` a bytea's placeholder; debezium/dbz#2418: an
+# array's placeholder depends on its elements' schema): (PostgreSQL type, is an array).
+TOAST_NULLED = {
+    "base64": {("bytea", False), ("bytea", True)},
+    "hex": {("bytea", True)},
+}
 
 
 class CatalogOracle:
@@ -958,12 +971,11 @@ class CatalogOracle:
                     got = lake(column, actual[key].get(column.name))
                     self.compared["cells"] += 1
                     # a stored generated column: PostgreSQL before 18 does not publish it, so
-                    # only the snapshot carries it; an unchanged TOASTed bytea[] in hex mode:
-                    # Debezium sends NULL (docs/types.md, both said at onboarding)
+                    # only the snapshot carries it; an unchanged TOASTed bytea in the modes of
+                    # TOAST_NULLED: Debezium sends NULL (docs/types.md, both said at onboarding)
                     lost = column.generated or (
-                        column.base == "bytea"
-                        and column.is_array
-                        and modes["binary_handling_mode"] == "hex"
+                        (column.base, column.is_array)
+                        in TOAST_NULLED.get(modes["binary_handling_mode"], ())
                         # PostgreSQL's text of at least 1 KB of bytes: may be stored out of line
                         and len(expected[key][column.name] or "") > 2000
                     )
@@ -1044,7 +1056,11 @@ def record(oracle: CatalogOracle, database: str) -> None:
 NOT_CAPTURED = {"line", "lseg", "box", "path", "polygon", "circle"}
 
 
-DEFAULT_MODES = {"decimal_handling_mode": "precise", "time_precision_mode": "adaptive"}
+DEFAULT_MODES = {
+    "decimal_handling_mode": "precise",
+    "time_precision_mode": "adaptive",
+    "interval_handling_mode": "numeric",
+}
 
 
 def form(column: Column, text: str | None, modes: dict[str, str] = DEFAULT_MODES) -> Any:
@@ -1064,12 +1080,28 @@ def form(column: Column, text: str | None, modes: dict[str, str] = DEFAULT_MODES
         ):
             return None
         return [
-            None if e is None else _julian(column, _precision(column, _form(column, e), modes))
+            None
+            if e is None
+            else _julian(column, _precision(column, _moded(column, e, modes), modes))
             for e in elements
         ]
     if column.base == "time" and text == "24:00:00" and modes["time_precision_mode"] == "isostring":
         return _clock("00:00:00")  # isostring: Debezium's LocalTime has no 24:00 (docs/types.md)
-    return _precision(column, _form(column, text), modes)
+    return _precision(column, _moded(column, text, modes), modes)
+
+
+def _moded(column: Column, text: str, modes: dict[str, str]) -> Any:
+    """`_form`, where a connector mode makes Debezium write something else than the value."""
+    if column.base == "interval" and modes["interval_handling_mode"] == "string":
+        return _interval_iso(text)
+    value = _form(column, text)
+    if column.base in ("numeric", "money") and modes["decimal_handling_mode"] == "double":
+        typmod = _typmod(column.pg_type.removesuffix("[]"))
+        if value is None or (typmod and typmod[0] <= 15):
+            return value  # NaN; or a value a double holds exactly
+        scale = 2 if column.base == "money" else (typmod + [0])[1] if typmod else 18
+        return Double(value, None if typmod and typmod[0] > 38 else scale)
+    return value
 
 
 def _precision(column: Column, value: Any, modes: dict[str, str]) -> Any:
@@ -1173,7 +1205,7 @@ def _lake(column: Column, value: Any) -> Any:
     if base == "timestamptz":
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     if base == "interval":
-        return int(value)
+        return value if str(value).startswith("P") else int(value)  # interval.handling.mode
     if base in ("jsonb", "hstore"):
         return json.loads(value)
     if base == "point":
@@ -1184,6 +1216,31 @@ def _lake(column: Column, value: Any) -> Any:
 
 # numerics of any precision compare exactly (the default context rounds to 28 digits)
 _EXACT = Context(prec=1000)
+
+
+class Double:
+    """A numeric as decimal.handling.mode=double makes it: the nearest double (Debezium), then
+    rounded half up to the column's scale (Spark's cast to the registered decimal(p,s); a
+    numeric without scale: decimal(38,18); wider than 38 digits: the double's text). Equal to
+    a lake value that far from the exact one. A numeric of at most 15 digits survives a double
+    exactly, so `_moded` gives its exact value (hashable: keys)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, exact: Decimal, scale: int | None) -> None:
+        self.exact, self.scale = exact, scale
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decimal):
+            return NotImplemented
+        nearest = Decimal(repr(float(self.exact)))
+        slack = abs(nearest) * Decimal(2) ** -52
+        if self.scale is not None:
+            slack += Decimal(10) ** -self.scale / 2
+        return abs(_EXACT.subtract(other, nearest)) <= slack
+
+    def __repr__(self) -> str:
+        return f"Double({self.exact}, scale={self.scale})"
 
 
 def _decimal(text: str) -> Any:
@@ -1224,21 +1281,39 @@ def _clock(text: str) -> tuple[int, int]:
     return micros, 0
 
 
-def _interval_micros(text: str) -> int:
-    """An interval as PostgreSQL prints it (`1 year -2 mons 3 days -04:05:06.5`), in
-    microseconds as Debezium's MicroDuration.durationMicros computes them: in doubles, a month
-    365.25 / 12 days, truncated (31.799481 seconds may give 31799480 microseconds)."""
+def _interval_fields(text: str) -> tuple[int, int, int, int, int, Decimal]:
+    """(years, months, days, hours, minutes, seconds) of an interval as PostgreSQL prints it
+    (`1 year -2 mons 3 days -04:05:06.5`), each with its own sign, as the JDBC driver's
+    PGInterval reads them."""
     units = {"year": 0, "mon": 0, "day": 0}
     for amount, unit in re.findall(r"(-?\d+) (year|mon|day)s?", text):
         units[unit] = int(amount)
     hours = minutes = 0
-    seconds = 0.0
+    seconds = Decimal(0)
     clock = re.search(r"([-+]?)(\d+):(\d\d):(\d\d(?:\.\d+)?)", text)
     if clock:
         sign = -1 if clock.group(1) == "-" else 1
         hours, minutes = sign * int(clock.group(2)), sign * int(clock.group(3))
-        seconds = sign * float(clock.group(4))
-    days = float(units["year"] * 12 + units["mon"]) * (365.25 / 12.0) + float(units["day"])
+        seconds = sign * Decimal(clock.group(4))
+    return units["year"], units["mon"], units["day"], hours, minutes, seconds
+
+
+def _interval_iso(text: str) -> str:
+    """An interval as Debezium's interval.handling.mode=string writes it (io.debezium.time.
+    Interval: `P<y>Y<m>M<d>DT<h>H<m>M<s>S`, each field with its sign, the seconds without
+    trailing zeros)."""
+    years, months, days, hours, minutes, seconds = _interval_fields(text)
+    second = f"{seconds.normalize():f}" if seconds else "0"
+    return f"P{years}Y{months}M{days}DT{hours}H{minutes}M{second}S"
+
+
+def _interval_micros(text: str) -> int:
+    """An interval as PostgreSQL prints it (`1 year -2 mons 3 days -04:05:06.5`), in
+    microseconds as Debezium's MicroDuration.durationMicros computes them: in doubles, a month
+    365.25 / 12 days, truncated (31.799481 seconds may give 31799480 microseconds)."""
+    years, months, days_, hours, minutes, exact = _interval_fields(text)
+    seconds = float(exact)
+    days = float(years * 12 + months) * (365.25 / 12.0) + float(days_)
     total = ((days * 24.0 + hours) * 60.0 + minutes) * 60.0 + seconds
     return int(total * 1000000.0)  # Java's (long) cast truncates toward zero
 

@@ -580,7 +580,7 @@ def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     config = CaptureConfig.from_mapping(
         {"database": "db", "tables": ["orders"], "out": "o", "state_dir": str(tmp_path),
          "shape": "flattened", "password_env": "MY_PG_PW", "decimal_handling_mode": "string",
-         "binary_handling_mode": "hex"}
+         "binary_handling_mode": "hex", "interval_handling_mode": "string"}
     )  # fmt: skip
     props = engine_properties(config, marker=True)
     assert props["table.include.list"] == r"public\.orders,public\.cdc_capture_marker"
@@ -591,6 +591,9 @@ def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert props["skipped.operations"] == "none" and props["plugin.name"] == "pgoutput"
     assert props["decimal.handling.mode"] == "string"
     assert props["binary.handling.mode"] == "hex"
+    assert props["interval.handling.mode"] == "string"
+    assert props["hstore.handling.mode"] == "json"  # Debezium's default, said explicitly
+    assert props["time.precision.mode"] == "adaptive"
     assert props["offset.storage.file.filename"] == str(tmp_path.resolve() / "offsets.dat")
     envelope = engine_properties(CaptureConfig.from_mapping({**config.to_dict(), "shape":
                                  "envelope"}), marker=False)  # fmt: skip

@@ -1553,3 +1553,23 @@ def test_array_types_declare_arrays_of_their_element_type() -> None:
     assert spark_type("character varying(40)[]") == "array<string>"
     assert spark_type("timestamp(3) with time zone[]") == "array<timestamp>"
     assert declared_from_postgres("numeric(12,3)[]")[0] == "numeric(12,3)[]"
+
+
+def test_interval_and_hstore_modes_declare_what_debezium_writes_and_bad_settings_are_refused() -> (
+    None
+):
+    """interval.handling.mode=string writes ISO 8601 text (io.debezium.time.Interval), which a
+    `bigint` cannot read: from-postgres declares `text` then. hstore.handling.mode=map writes a
+    Connect map, read as its JSON text like `json` mode's string. A setting outside Debezium's
+    choices is refused when the config is read, naming the setting."""
+    assert declared_from_postgres("interval")[0] == "bigint"
+    assert declared_from_postgres("interval", "string")[0] == "text"
+    assert declared_from_postgres("interval[]", "string")[0] == "text[]"
+    spec = TableSpec(topic="t.t", key=("id",), hstore_handling_mode="map")
+    hstore_map = {"type": "map", "keys": {"type": "string"}, "values": {"type": "string"}}
+    assert connect_encoding(hstore_map) == (declared_encoding("text", spec), "string")
+    interval = connect_field("c", "string", "io.debezium.time.Interval")
+    assert connect_encoding(interval)[1] == "string"
+    for mode, bad in (("interval_handling_mode", "iso"), ("hstore_handling_mode", "jsonb")):
+        with pytest.raises(ValueError, match=f"{mode} must be one of"):
+            TableSpec.from_config({"topic_prefix": "p", mode: bad}, {"name": "t", "key": "id"})
