@@ -8,7 +8,9 @@ with 50 tables, a build where nothing landed still costs minutes. This lists the
 topic folders (names, sizes, modification times of their files: no file is read; for a table
 with snapshot-diff deletes, its extracts' manifests too), compares the
 listing with the one saved by the last successful run, and builds only the registered tables
-whose topic changed, and what depends on them: `dbt build --select source:landing_<S>.<T>+ ...`
+whose topic changed (saying, for each, the files and bytes pending and the age of the oldest:
+how far the table lags its landing), and what depends on them:
+`dbt build --select source:landing_<S>.<T>+ ...`
 (bronze, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
 them). Nothing changed: no dbt run at all. The listing is taken before the build and saved only
 when it succeeds, so files that land during a build, and tables of a failed build, are selected
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -81,6 +84,18 @@ def changed_tables(
     return [t for t in registered if current.get(t.topic) != previous.get(t.topic)]
 
 
+def pending(previous: Sequence[list], current: Sequence[list], now_ns: int) -> str:
+    """What a changed topic holds that the last successful run had not seen: new or rewritten
+    files, their size, and the age of the oldest (how far the table lags its landing)."""
+    seen = {tuple(entry) for entry in previous}
+    new = [entry for entry in current if tuple(entry) not in seen]
+    if not new:
+        return "files removed"
+    size = sum(entry[1] for entry in new)
+    lag = max(0.0, (now_ns - min(entry[2] for entry in new)) / 1e9)
+    return f"{len(new)} new file(s), {size / 1e6:.2f} MB, oldest {lag:.0f} s ago"
+
+
 def selectors(changed: Sequence[Table]) -> list[str]:
     return [f"source:{t.landing_source}.{t.name}+" for t in changed]
 
@@ -102,11 +117,15 @@ def plan(
         return None, current, "no listing saved by an earlier run: building everything"
     previous = json.loads(state.read_text())
     changed = changed_tables(registered, previous, current)
-    names = ", ".join(f"{t.source}.{t.name}" for t in changed) or "none"
+    now = time.time_ns()
+    names = "; ".join(
+        f"{t.source}.{t.name} ({pending(previous.get(t.topic, []), current[t.topic], now)})"
+        for t in changed
+    )
     return (
         selectors(changed),
         current,
-        f"{len(changed)} of {len(registered)} tables changed: {names}",
+        f"{len(changed)} of {len(registered)} tables changed: {names or 'none'}",
     )
 
 

@@ -9,7 +9,10 @@ run small in test_benchmarks.py)."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -538,9 +541,17 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     invoices = landing / "topics" / "shop.public.invoices" / "partition=0"
     invoices.mkdir(parents=True)
     (invoices / "shop.public.invoices+0+0000000000.json").write_text("{}\n")
+    written = invoices / "shop.public.invoices+0+0000000001.json"
+    written.write_text('{"a": 1}\n')
+    an_hour_ago = time.time() - 3600
+    os.utime(written, (an_hour_ago, an_hour_ago))
     selection, listing, why = changed.plan(project, str(landing), state)
     assert selection == ["source:landing_shop.invoices+"], why
-    assert why == "1 of 2 tables changed: shop.invoices"
+    # what is pending, and how far the table lags its landing (its oldest unseen file)
+    assert re.fullmatch(
+        r"1 of 2 tables changed: shop\.invoices \(2 new file\(s\), 0\.00 MB, oldest 36\d\d s ago\)",
+        why,
+    ), why
     changed.save(state, listing)
 
     # a query-based table's complete extract is a change once its manifest lands
