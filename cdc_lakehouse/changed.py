@@ -17,14 +17,16 @@ when it succeeds, so files that land during a build, and tables of a failed buil
 again next time. The first run (no saved listing), a landing root that is not a local folder, or
 `--all` builds everything.
 
-Only landing changes are seen: after editing models or the registry, run a full `dbt build`
-(or `--all`). The listing lives beside the lakehouse (`$CDC_LAKEHOUSE_DIR/cdc_landing_listing.json`)
-so each lakehouse has its own.
+The project's own files count too: when a model, macro, seed, snapshot, data test, the
+registry (`tables/`) or `dbt_project.yml` changed since the last successful run (a digest of
+their contents, saved with the listing), everything is built once. The listing lives beside the
+lakehouse (`$CDC_LAKEHOUSE_DIR/cdc_landing_listing.json`) so each lakehouse has its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -35,10 +37,43 @@ from urllib.parse import urlsplit
 
 from cdc_lakehouse.layout import TopicFiles
 from cdc_lakehouse.snapshots import MANIFEST
-from cdc_lakehouse.tables.registry import Table, tables
+from cdc_lakehouse.tables.registry import REGISTRY_DIR, Table, tables
 
 LISTING_FILE = "cdc_landing_listing.json"
 Listing = dict[str, list[list]]  # topic -> [[relative name, size, mtime_ns], ...] sorted
+
+
+# dbt's folders (dbt_project.yml's *-paths, these when it does not say) and the registry: what
+# a build depends on besides the landing zone.
+PROJECT_PATHS = {
+    "model-paths": ["models"],
+    "macro-paths": ["macros"],
+    "seed-paths": ["seeds"],
+    "snapshot-paths": ["snapshots"],
+    "test-paths": ["tests"],
+    "analysis-paths": ["analyses"],
+}
+
+
+def project_digest(project: Path) -> str:
+    """A digest of the files a build depends on besides the landing zone: dbt_project.yml,
+    selectors.yml, packages.yml, the registry and dbt's folders (contents and names)."""
+    import yaml
+
+    config_file = project / "dbt_project.yml"
+    config = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
+    folders = [REGISTRY_DIR]
+    for key, default in PROJECT_PATHS.items():
+        folders += (config or {}).get(key) or default
+    files = [project / name for name in ("dbt_project.yml", "selectors.yml", "packages.yml")]
+    for folder in folders:
+        files += (project / folder).rglob("*") if (project / folder).is_dir() else []
+    digest = hashlib.sha256()
+    for path in sorted(set(files)):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(project).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def local_root(root: str) -> Path | None:
@@ -102,8 +137,9 @@ def selectors(changed: Sequence[Table]) -> list[str]:
 
 def plan(
     project: Path, root: str, state: Path, build_all: bool = False
-) -> tuple[list[str] | None, Listing | None, str]:
-    """(dbt selectors, or None for everything; the listing to save after success; why)."""
+) -> tuple[list[str] | None, dict | None, str]:
+    """(dbt selectors, or None for everything; what to save after success: the project's
+    digest and the listing; why)."""
     registered = tables(project)
     folder = local_root(root)
     if folder is None:
@@ -111,11 +147,16 @@ def plan(
     if not folder.is_absolute():
         folder = project / folder  # dbt reads a relative root from the project folder
     current = list_topics(folder, registered)
+    saving = {"project": project_digest(project), "topics": current}
     if build_all:
-        return None, current, "--all: building everything"
+        return None, saving, "--all: building everything"
     if not state.exists():
-        return None, current, "no listing saved by an earlier run: building everything"
-    previous = json.loads(state.read_text())
+        return None, saving, "no listing saved by an earlier run: building everything"
+    saved = json.loads(state.read_text())
+    if saved.get("project") != saving["project"]:
+        why = "the project's models, macros, registry or settings changed since the last run"
+        return None, saving, f"{why}: building everything"
+    previous = saved["topics"]
     changed = changed_tables(registered, previous, current)
     now = time.time_ns()
     names = "; ".join(
@@ -124,7 +165,7 @@ def plan(
     )
     return (
         selectors(changed),
-        current,
+        saving,
         f"{len(changed)} of {len(registered)} tables changed: {names or 'none'}",
     )
 
@@ -203,10 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os._exit(0 if result.success else 1)
 
 
-def save(path: Path, listing: Listing) -> None:
+def save(path: Path, saving: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(listing))
+    temporary.write_text(json.dumps(saving))
     temporary.replace(path)
 
 

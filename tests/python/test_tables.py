@@ -561,7 +561,10 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
         + "  vendors:\n    shape: jdbc\n    order_by: [updated_at, id]\n    snapshots: true\n"
         "    key: [id]\n    columns: {id: int, updated_at: timestamp}\n"
     )
-    changed.save(state, changed.plan(project, str(landing), state)[1])
+    # the registry changed (a project file): everything is built once, then changes again
+    selection, saving, why = changed.plan(project, str(landing), state)
+    assert selection is None and why.startswith("the project's models, macros, registry"), why
+    changed.save(state, saving)
     extract = landing / "snapshots" / "shop.public.vendors" / "2026-01-01T000000"
     extract.mkdir(parents=True)
     (extract / "part-00000.json").write_text("{}\n")
@@ -569,6 +572,13 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     (extract / "_cdc_snapshot.json").write_text("{}\n")
     assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.vendors+"]
     registry.write_text(registry.read_text().split("  vendors:")[0])
+    changed.save(state, changed.plan(project, str(landing), state)[1])
+    # a model edited by hand is a project change too; so is dbt_project.yml
+    (project / "models").mkdir()
+    (project / "models" / "gold.sql").write_text("select 1 as one\n")
+    assert changed.plan(project, str(landing), state)[0] is None
+    changed.save(state, changed.plan(project, str(landing), state)[1])
+    assert changed.plan(project, str(landing), state)[0] == []
 
     # a file rewritten in place (same name, new size) is a change too
     (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n{}\n")
