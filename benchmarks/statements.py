@@ -46,7 +46,7 @@ def commits_since(root: Path, started: float) -> Counter[str]:
 def statements(log: Path) -> dict[str, dict[str, Any]]:
     """Per node (unique id, or `-` outside any node): statements, seconds, kind."""
     nodes: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"statements": 0, "seconds": 0.0, "kind": "-"}
+        lambda: {"statements": 0, "seconds": 0.0, "kind": "-", "sql": []}
     )
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
@@ -62,9 +62,18 @@ def statements(log: Path) -> dict[str, dict[str, Any]]:
         node["kind"] = kind(info)
         if name == "SQLQuery":
             node["statements"] += 1
+            node["sql"].append(first_words(str(data.get("sql") or "")))
         else:
             node["seconds"] += float(data.get("elapsed") or 0.0)
     return dict(nodes)
+
+
+def first_words(sql: str, length: int = 160) -> str:
+    """A statement's start, without dbt's query comment: what it does, for the JSON figures."""
+    text = " ".join(sql.split())
+    if text.startswith("/*") and "*/" in text:
+        text = text[text.index("*/") + 2 :].lstrip()
+    return text[:length]
 
 
 def kind(info: dict[str, Any]) -> str:
