@@ -19,14 +19,16 @@
 {%- if is_incremental() %}
     {#- `this` is missing only in a unit test on a fresh warehouse: assume the batch's columns. -#}
     {%- set target_attributes = cdc_source_column_names(this, keys + attributes) | reject('in', keys) | list -%}
+    {#- Read once: the watermark only moves when the strategy's last statement runs. -#}
+    {%- set watermark = cdc_watermark(this) -%}
     {%- set new_changes -%}
         (
             select *
             from {{ changes }}
-            where _cdc_loaded_at > {{ cdc_watermark(this) }}
+            where _cdc_loaded_at > {{ watermark }}
         )
     {%- endset -%}
-    {%- set new_batch = cdc_new_changes(changes, this) -%}
+    {%- set new_batch = cdc_new_changes(changes, this, watermark) -%}
     {%- set backfilled = cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
     {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape; the strategy skips
@@ -39,7 +41,7 @@
         cast(null as timestamp) as _cdc_batch_loaded_at
     from {{ this }}
     where false
-    {%- elif backfilled or cdc_late_changes_found(changes, new_changes, keys) %}
+    {%- elif backfilled or cdc_late_changes_found(changes, new_changes, keys, watermark) %}
     {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
         a newly declared column values of events already applied: resolve the whole change log
         again, as --full-refresh would; the strategy replaces silver with it. -#}
@@ -127,7 +129,7 @@
     executing. A dbt unit test, whose fixtures cannot be queried, overrides it (`overrides:
     macros: cdc_new_changes: {found: true, unavailable: ..., key_changes: ...}`; a missing
     `key_changes` is true). -#}
-{% macro cdc_new_changes(changes, relation) %}
+{% macro cdc_new_changes(changes, relation, watermark=none) %}
     {%- if not execute -%}
         {{ return({'found': true, 'unavailable': true, 'key_changes': true}) }}
     {%- endif -%}
@@ -135,7 +137,7 @@
         with new_changes as (
             select _cdc_seq, _cdc_op, _cdc_unavailable_columns
             from {{ changes }}
-            where _cdc_loaded_at > {{ cdc_watermark(relation) }}
+            where _cdc_loaded_at > {{ watermark or cdc_watermark(relation) }}
         )
         select
             (select count(*) from new_changes),
@@ -169,7 +171,7 @@
   an event loaded before (a replayed file). Such an event can hold the real value of a column
   silver carried from an even older event, so the table is resolved again from the whole log.
 #}
-{% macro cdc_late_changes_found(changes, new_changes, keys) %}
+{% macro cdc_late_changes_found(changes, new_changes, keys, watermark=none) %}
     {#- Unit tests, whose fixtures cannot be queried here, override it. -#}
     {%- if not execute -%}
         {{ return(false) }}
@@ -239,7 +241,7 @@
         left anti join (
             select {{ key_list }}, _cdc_seq
             from {{ changes }}
-            where _cdc_loaded_at <= {{ cdc_watermark(this) }}
+            where _cdc_loaded_at <= {{ watermark or cdc_watermark(this) }}
         ) as seen
             on {{ key_match | join(' and ') }} and late._cdc_seq = seen._cdc_seq
     {%- endset -%}

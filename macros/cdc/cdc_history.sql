@@ -45,12 +45,13 @@
         {{ return(scope) }}
     {%- endif -%}
     {%- set key_list = cdc_column_list(keys) -%}
+    {%- set watermark = cdc_watermark(this) -%}
     {%- set query -%}
         with
 
         new_changes as (
             select * from {{ changes }}
-            where _cdc_loaded_at > {{ cdc_watermark(this) }}
+            where _cdc_loaded_at > {{ watermark }}
         ),
 
         key_change_keys as (
@@ -74,7 +75,7 @@
     {%- set row = run_query(query).rows[0] -%}
     {{ return({
         'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
-        'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true,
+        'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true, 'watermark': watermark,
     }) }}
 {% endmacro %}
 
@@ -376,7 +377,7 @@ select * from final
 affected_keys as (
     select distinct {{ key_list }}
     from changes
-    where _cdc_loaded_at > {{ cdc_watermark(this) }} and _cdc_op != 't'
+    where _cdc_loaded_at > {{ scope.get('watermark') or cdc_watermark(this) }} and _cdc_op != 't'
     {%- if scope.linked_keys %}
     union
     select {{ key_list }}

@@ -24,8 +24,7 @@
 
 {#- Columns added at the source, and types widened there, reach the history; older versions
     read null. -#}
-{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
-{%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+{%- set columns = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
 
 {#- Resolved once (cdc_batch_relation: a checkpoint, or a table on Thrift; a view would keep the
     resolution's plan, which Spark analyses again in every query over it: the MERGE ran out of

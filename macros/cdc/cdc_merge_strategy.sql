@@ -51,8 +51,7 @@
 {%- endfor -%}
 
 {#- Columns added at the source, and types widened there, reach silver; older rows read null. -#}
-{%- do cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
-{%- set columns = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+{%- set columns = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 
 {%- set batch = cdc_batch_table(source, target) -%}
 
