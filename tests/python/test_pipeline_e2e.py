@@ -126,10 +126,14 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def table_versions(lakehouse: Path) -> dict[str, int]:
-    """Metadata versions (`*.metadata.json`: one per Iceberg commit, property changes included)
-    of every silver and history table."""
-    tables = (lakehouse / "warehouse" / "silver.db").iterdir()
-    return {t.name: len(list((t / "metadata").glob("*.metadata.json"))) for t in tables}
+    """Metadata versions (`*.metadata.json`: one per Iceberg commit, property changes included,
+    or view replacement) of every staging view, silver and history table and gold table."""
+    schemas = ("staging", "silver", "gold")
+    tables = [t for s in schemas for t in (lakehouse / "warehouse" / f"{s}.db").iterdir()]
+    return {
+        f"{t.parent.name}/{t.name}": len(list((t / "metadata").glob("*.metadata.json")))
+        for t in tables
+    }
 
 
 def test_silver_equals_expected_state(full: dict[str, Path]) -> None:
@@ -231,11 +235,13 @@ def test_rebuild_without_new_data_changes_nothing(full: dict[str, Path]) -> None
     assert again == first
 
 
-def test_rebuild_without_new_data_commits_nothing_to_silver(full: dict[str, Path]) -> None:
+def test_rebuild_without_new_data_commits_nothing(full: dict[str, Path]) -> None:
     """Nothing landed: no silver or history table gets a new metadata version (no MERGE, no
-    watermark property, no batch table left behind)."""
+    watermark property, no batch table left behind), no staging view is replaced and no gold
+    table rebuilt (their SQL and what they read are unchanged)."""
     before, after = full["versions"]
     assert any(name.endswith("_history") for name in before)
+    assert {name.split("/")[0] for name in before} == {"staging.db", "silver.db", "gold.db"}
     assert after == before
 
 

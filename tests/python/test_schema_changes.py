@@ -278,7 +278,10 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
 
 def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     """Edit a staging view (filter, add and remove a column) and a table model between plain
-    builds: each build uses the SQL as it is now."""
+    builds: each build uses the SQL as it is now. A view over `select *` of the table follows
+    the table's new column though its own SQL is unchanged (Spark keeps a view's columns as
+    they were when it was created), and a table or view whose SQL and inputs did not change
+    is left as it is (no new metadata version)."""
     landing = copy_landing(tmp_path / "landing")
     customers = {"topic": "northwind.public.customers", "shape": "envelope", "key": ["customer_id"]}
     project = make_project(tmp_path / "project", {"customers": customers})
@@ -290,7 +293,16 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
         "{{ config(materialized='table', schema='gold') }}\n"
         "select count(*) as customers from {{ ref('customers') }}\n"
     )
+    (gold / "customer_counts_all.sql").write_text(
+        "{{ config(materialized='view', schema='gold') }}\n"
+        "select * from {{ ref('customer_counts') }}\n"
+    )
     lakehouse = tmp_path / "lakehouse"
+
+    def versions(schema: str, name: str) -> int:
+        metadata = lakehouse / "warehouse" / f"{schema}.db" / name / "metadata"
+        return len(list(metadata.glob("*.metadata.json")))
+
     original = staging.read_text()
 
     def build_and_read(export: str) -> tuple[dict[str, str], int, list[dict[str, Any]]]:
@@ -303,6 +315,9 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
         )  # fmt: skip
         count = json.loads(shown.stdout[shown.stdout.index("{") :])["show"][0]["n"]
         types = column_types(export_dir, f"staging.{changes}")
+        assert read_export(export_dir, "gold.customer_counts_all") == read_export(
+            export_dir, "gold.customer_counts"
+        )
         return types, count, read_export(export_dir, "gold.customer_counts")
 
     types, count, counts = build_and_read("first")
@@ -330,6 +345,13 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     assert counts[0]["version"] == 2, "the table model's new SQL was not applied"
 
     staging.write_text(original)
+    table, view = versions("gold", "customer_counts"), versions("gold", "customer_counts_all")
     types, restored_count, _ = build_and_read("restored")
     assert "country_code" not in types
     assert restored_count == count
+    # Nothing landed and silver did not change: the table and the view over it are as the
+    # edited build left them (their SQL, the view's schema and silver's metadata log are).
+    assert (versions("gold", "customer_counts"), versions("gold", "customer_counts_all")) == (
+        table,
+        view,
+    )
