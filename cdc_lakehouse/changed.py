@@ -12,10 +12,11 @@ whose topic changed (saying, for each, the files and bytes pending and the age o
 how far the table lags its landing), and what depends on them:
 `dbt build --select source:landing_<S>.<T>+ ...`
 (bronze, change log, silver, history, their tests, `cdc_rejects`, and the gold models reading
-them). Nothing changed: no dbt run at all. The listing is taken before the build and saved only
-when it succeeds, so files that land during a build, and tables of a failed build, are selected
-again next time. The first run (no saved listing), a landing root that is not a local folder, or
-`--all` builds everything.
+them). Nothing changed: no dbt run at all. The listing is taken before the build and saved
+after it, so files that land during a build are selected next time; after a failed build, only
+for the tables it finished (a table whose model or data test failed, or was skipped, keeps its
+previous listing and is selected again next time, the others are not). The first run (no saved
+listing), a landing root that is not a local folder, or `--all` builds everything.
 
 The project's own files count too: when a model, macro, seed, snapshot, data test, the
 registry (`tables/`) or `dbt_project.yml` changed since the last successful run (a digest of
@@ -33,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from cdc_lakehouse.layout import TopicFiles
@@ -184,24 +186,80 @@ def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str
     return [*command, "--select", *selection, *without_unit_tests]
 
 
+FAILED = {"error", "fail", "runtime error", "skipped", "partial success"}
+
+
+def failed_topics(results: Any, registered: Sequence[Table]) -> set[str] | None:
+    """The topics of the tables a failed dbt run did not finish: every landing source upstream
+    of a node that errored, failed or was skipped (dbt's results, each node's `depends_on`
+    followed through the nodes of the run). None when a failure reaches no registered table
+    (a hook, a model reading none): then nothing of the run may count as done."""
+    nodes = {r.node.unique_id: r.node for r in results if getattr(r, "node", None) is not None}
+    by_source = {(t.landing_source, t.name): t.topic for t in registered}
+    topics: set[str] = set()
+    for result in results:
+        if str(getattr(result.status, "value", result.status)) not in FAILED:
+            continue
+        node = getattr(result, "node", None)
+        if node is None:
+            return None
+        found, seen, todo = set(), set(), [node.unique_id]
+        while todo:
+            unique_id = todo.pop()
+            if unique_id in seen:
+                continue
+            seen.add(unique_id)
+            parts = unique_id.split(".")
+            if parts[0] == "source" and (parts[-2], parts[-1]) in by_source:
+                found.add(by_source[(parts[-2], parts[-1])])
+            elif unique_id in nodes:
+                todo += list(nodes[unique_id].depends_on.nodes)
+        if not found:
+            return None
+        topics |= found
+    return topics
+
+
 def next_run(
     project: Path, root: str, state: Path, command: Sequence[str], build_all: bool = False
-) -> tuple[list[str] | None, Callable[[], None], str]:
-    """This run's dbt command (None: nothing landed, do not run dbt), what to call once it has
-    succeeded (save the listing taken before it), and why. Shared by `main` and
-    `cdc_lakehouse.continuous --changed-only`."""
+) -> tuple[list[str] | None, Callable[[Any], None], str]:
+    """This run's dbt command (None: nothing landed, do not run dbt), what to call with dbt's
+    result once it has run, and why. Shared by `main` and `cdc_lakehouse.continuous
+    --changed-only`. After a success the listing taken before the run is saved. After a failure
+    of a changed-tables run, the listing is saved for the tables the run finished, the previous
+    one kept for those it did not (failed_topics): the next run builds only those again, where
+    saving nothing would build every table of this run again. A failed run of everything (the
+    first, or after a change to the project) saves nothing: it runs again in full."""
     selection, listing, why = plan(project, root, state, build_all)
 
-    def after_success() -> None:
-        if listing is not None:
+    def after_run(result: Any) -> None:
+        if listing is None:
+            return
+        if result is None or result.success:
             save(state, listing)
+            return
+        run_results = getattr(getattr(result, "result", None), "results", None)
+        if selection is None or run_results is None:
+            return
+        registered = tables(project)
+        unfinished = failed_topics(run_results, registered)
+        if unfinished is None:
+            return
+        previous = json.loads(state.read_text())["topics"] if state.exists() else {}
+        topics = dict(listing["topics"])
+        for topic in unfinished:
+            if topic in previous:
+                topics[topic] = previous[topic]
+            else:
+                topics.pop(topic, None)
+        save(state, {**listing, "topics": topics})
 
     if selection == []:
-        after_success()
-        return None, after_success, why
+        after_run(None)
+        return None, after_run, why
     if selection is None:
-        return list(command), after_success, why
-    return with_selection(command, selection), after_success, why
+        return list(command), after_run, why
+    return with_selection(command, selection), after_run, why
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     project = Path(args.project).resolve()
     state = args.state.resolve()
-    command, after_success, why = next_run(project, args.landing_root, state, command, args.all)
+    command, after_run, why = next_run(project, args.landing_root, state, command, args.all)
     print(f"cdc_lakehouse.changed: {why}", flush=True)
     if command is None:
         return 0
@@ -237,8 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     os.chdir(project)
     result = dbtRunner().invoke(command)
-    if result.success:
-        after_success()
+    after_run(result)
     sys.stdout.flush()
     # The JVM's non-daemon threads would keep a normal interpreter exit waiting.
     os._exit(0 if result.success else 1)

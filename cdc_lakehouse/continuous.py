@@ -39,13 +39,14 @@ def invoke_repeatedly(
     runs: int = 0,
     every: float = 0.0,
     before_each: Callable[[], object] | None = None,
-    choose: Callable[[list[str]], tuple[list[str] | None, Callable[[], None], str]] | None = None,
+    choose: Callable[[list[str]], tuple[list[str] | None, Callable[[Any], None], str]]
+    | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
     seconds after the previous one started; `before_each` runs first (untimed). `choose`, when
     given, turns the command into this run's (None: skip the run) and returns what to call
-    after a successful run, and why. Yields one report per run: run number, start time,
-    seconds, success (and the error, if any)."""
+    with dbt's result after the run (success or not), and why. Yields one report per run: run
+    number, start time, seconds, success (and the error, if any)."""
     from dbt.cli.main import dbtRunner
 
     runner = dbtRunner()
@@ -56,19 +57,19 @@ def invoke_repeatedly(
             before_each()
         started = time.monotonic()
         at = datetime.now(UTC).isoformat(timespec="seconds")
-        this_run, after_success, why = list(command), None, None
+        this_run, after_run, why = list(command), None, None
         error: BaseException | None = None
         try:
             if choose is not None:
-                chosen, after_success, why = choose(list(command))
+                chosen, after_run, why = choose(list(command))
                 this_run = chosen
             if this_run is None:
                 success = True
             else:
                 result = runner.invoke(this_run)
                 success, error = result.success, result.exception
-                if success and after_success is not None:
-                    after_success()
+                if after_run is not None:
+                    after_run(result)
         except Exception as exc:  # a run's failure must not end the loop
             success, error = False, exc
         report: dict[str, Any] = {
@@ -90,7 +91,7 @@ def invoke_repeatedly(
 
 
 def changed_only_chooser() -> Callable[
-    [list[str]], tuple[list[str] | None, Callable[[], None], str]
+    [list[str]], tuple[list[str] | None, Callable[[Any], None], str]
 ]:
     """Each run's command for `--changed-only`: see cdc_lakehouse.changed (same defaults: the
     project in the current folder, $CDC_LANDING_ROOT, the listing beside the lakehouse)."""
@@ -104,7 +105,7 @@ def changed_only_chooser() -> Callable[
         Path(os.environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")) / changed.LISTING_FILE
     ).resolve()
 
-    def choose(command: list[str]) -> tuple[list[str] | None, Callable[[], None], str]:
+    def choose(command: list[str]) -> tuple[list[str] | None, Callable[[Any], None], str]:
         return changed.next_run(project, root, state, command)
 
     return choose

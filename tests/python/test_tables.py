@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -612,3 +613,59 @@ def test_bronze_pipeline_columns_carry_no_tests() -> None:
     for model in staging["models"]:
         seq = next(c for c in model["columns"] if c["name"] == "_cdc_seq")
         assert seq["data_tests"] == ["not_null"], model["name"]
+
+
+def _result(status: str, unique_id: str | None, *parents: str) -> SimpleNamespace:
+    """One node's entry in dbt's run results, as `dbtRunner().invoke(...).result.results` has
+    it: its status, and the node with its unique id and the nodes it depends on."""
+    node = SimpleNamespace(unique_id=unique_id, depends_on=SimpleNamespace(nodes=list(parents)))
+    return SimpleNamespace(status=status, node=node if unique_id else None)
+
+
+def test_a_failed_changed_tables_run_builds_only_its_unfinished_tables_again(
+    tmp_path: Path,
+) -> None:
+    """After a failed changed-tables run, the tables it finished count as built; a table whose
+    model or test failed, or was skipped behind a failure, is selected again next time. A
+    failure that reaches no table (a hook) saves nothing."""
+    project = project_with(tmp_path, SHOP + INVOICES)
+    landing = tmp_path / "landing"
+    state = tmp_path / "lakehouse" / changed.LISTING_FILE
+    changed.save(state, changed.plan(project, str(landing), state)[1])
+    for topic in ("shop.public.accounts", "shop.public.invoices"):
+        folder = landing / "topics" / topic / "partition=0"
+        folder.mkdir(parents=True)
+        (folder / f"{topic}+0+0000000000.json").write_text("{}\n")
+    both = ["source:landing_shop.accounts+", "source:landing_shop.invoices+"]
+    assert changed.plan(project, str(landing), state)[0] == both
+
+    source = "source.cdc_lakehouse.landing_shop."
+    results = [
+        _result("success", "model.p.bronze_shop__accounts", source + "accounts"),
+        _result("pass", "test.p.unique_accounts", "model.p.accounts"),
+        _result("success", "model.p.accounts", "model.p.bronze_shop__accounts"),
+        _result("error", "model.p.bronze_shop__invoices", source + "invoices"),
+        _result("skipped", "model.p.invoices", "model.p.bronze_shop__invoices"),
+    ]
+
+    def failed(entries: list) -> SimpleNamespace:
+        return SimpleNamespace(success=False, result=SimpleNamespace(results=entries))
+
+    assert changed.failed_topics(results, registry.tables(project)) == {"shop.public.invoices"}
+    # a failure nothing traces to a table (an on-run-end hook): the whole run is unfinished
+    hook = [*results[:3], _result("error", None)]
+    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run(failed(hook))
+    assert changed.plan(project, str(landing), state)[0] == both
+
+    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run(failed(results))
+    assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.invoices+"]
+    # a failed test of the table that went through: that table is built again too
+    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run(failed([_result("fail", "test.p.unique_invoices", "model.p.invoices"),
+                      _result("success", "model.p.invoices", source + "invoices")]))  # fmt: skip
+    assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.invoices+"]
+    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run(SimpleNamespace(success=True, result=None))
+    assert changed.plan(project, str(landing), state)[0] == []
