@@ -38,14 +38,14 @@
     {%- for key, value in properties.items() %}
     {{ adapter.sql_string(key) }} = {{ adapter.sql_string(value) }},
     {%- endfor %}
-    'cdc.view.fingerprint' = '@fingerprint@'
+    'cdc.view.fingerprint' = '{{ sparksession_fingerprint_placeholder() }}'
   )
   as
     {{ sql }}
   {%- endset -%}
   {#- The schema counts as well as the text: Spark keeps the columns a view's query had when it
       was created, so a view over `select *` must be created again when its input changes. -#}
-  {{ ddl | replace('@fingerprint@', local_md5(ddl ~ '\n' ~ (columns | join(', ')))) }}
+  {{ ddl | replace(sparksession_fingerprint_placeholder(), local_md5(ddl ~ '\n' ~ (columns | join(', ')))) }}
 {% endmacro %}
 
 

@@ -74,12 +74,6 @@
 {% endmaterialization %}
 
 
-{#- What the table DDL carries until its fingerprint is known (sparksession__tblproperties_clause). -#}
-{% macro sparksession_fingerprint_placeholder() %}
-  {{- return('@cdc_build_fingerprint@') -}}
-{% endmacro %}
-
-
 {#- dbt-spark's clause, plus `cdc.build.fingerprint` on an Iceberg table model (see the table
     materialization). -#}
 {% macro sparksession__tblproperties_clause() -%}
@@ -95,15 +89,6 @@
     )
   {%- endif %}
 {%- endmacro -%}
-
-
-{#- The value of `property` that `relation` (from dbt's cache: listed when the run started)
-    had then, or none. -#}
-{% macro sparksession_stored_fingerprint(relation, property) %}
-  {%- set pattern = property | replace('.', '[.]') ~ '=([0-9a-f]{32})' -%}
-  {%- set found = modules.re.findall(pattern, relation.information or '') if relation is not none else [] -%}
-  {{ return(found[0] if found | length == 1 else none) }}
-{% endmacro %}
 
 
 {#- The digest of `ddl` and of the metadata log of every table the model reads (one query), or
