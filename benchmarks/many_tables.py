@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +148,24 @@ def create_source(pg: TemporaryPostgres, count: int, rows: int) -> None:
             conn.execute(f"insert into {qualified} {shape['insert'].format(lo=1, hi=rows)}")
 
 
+# Which tables a phase changes (another set, and new keys, in each).
+PHASES = {"changed-only": 0, "full": 1, "loop-first": 2, "loop-warm": 3}
+
+# The change of one table in the long-lived driver: 1,000 events (600 inserts, then 300 updates
+# and 100 deletes of those rows), each its own statement's row event.
+THOUSAND_EVENTS = [
+    "insert into {t} " + SHAPES[0]["insert"].format(lo=100001, hi=100600),
+    "update {t} set name = name || ' (1k)' where id between 100001 and 100300",
+    "delete from {t} where id between 100501 and 100600",
+]
+
+
 def change_source(
     pg: TemporaryPostgres, count: int, changed: int, rows: int, phase: str
 ) -> list[str]:
     """Updates, deletes and inserts on `changed` tables spread over the shapes (another set of
     tables, and new keys, in each phase)."""
-    offset = 0 if phase == "changed-only" else 1
+    offset = PHASES[phase]
     chosen = table_names(count)[offset :: max(1, count // changed)][:changed]
     with pg.connect(autocommit=True) as conn:
         for name, shape in chosen:
@@ -242,6 +255,57 @@ def compare(pg: TemporaryPostgres, export_dirs: list[Path], count: int) -> list[
     return problems
 
 
+# Rounds of the long-lived driver: what lands before the run (None: nothing).
+LONG_LIVED_ROUNDS = [
+    ("first run of the driver, 5 tables changed", "loop-first"),
+    ("nothing landed", None),
+    ("5 tables changed", "loop-warm"),
+    ("1,000 events into one table", "1k-events"),
+    ("nothing landed, again", None),
+]
+
+
+def long_lived_driver(
+    project: Path, env: dict[str, str], variables: str, land: Callable[[str | None], list[str]]
+) -> list[dict[str, Any]]:
+    """`python -m cdc_lakehouse.continuous --changed-only -- build` in this process: before each
+    run (untimed), `land` changes the source and captures it; each run builds only the tables
+    whose landing changed. Then one more invocation, untimed, exports every silver table (the
+    embedded metastore admits only this process). Returns one report per round."""
+    from cdc_lakehouse.continuous import changed_only_chooser, invoke_repeatedly
+
+    os.environ.update(env)
+    os.chdir(project)
+    rounds = iter(LONG_LIVED_ROUNDS)
+    landed: list[list[str]] = []
+
+    def before_each() -> None:
+        landed.append(land(next(rounds)[1]))
+
+    reports = []
+    runs = invoke_repeatedly(
+        ["build", "--vars", variables],
+        runs=len(LONG_LIVED_ROUNDS),
+        before_each=before_each,
+        choose=changed_only_chooser(),
+    )
+    for (what, _), report, tables in zip(LONG_LIVED_ROUNDS, runs, landed, strict=True):
+        figures = {"round": what, "tables_changed": tables, **report}
+        print(f"long-lived driver: {figures}", flush=True)
+        reports.append(figures)
+        if not report["success"]:
+            raise RuntimeError(f"long-lived driver run failed: {report}")
+    export = json.loads(variables) | {
+        "cdc_export_dir": str(Path(env["CDC_LAKEHOUSE_DIR"]) / "exports" / "long-lived")
+    }
+    final = list(
+        invoke_repeatedly(["run", "--select", "silver", "--vars", json.dumps(export)], runs=1)
+    )
+    if not final[0]["success"]:
+        raise RuntimeError(f"export after the long-lived driver failed: {final[0]}")
+    return reports
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=50)
@@ -327,8 +391,17 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 export = "full"
+                # every table, and the listing saved for the long-lived driver below
+                command = [
+                    *changed_only,
+                    "--all",
+                    "--",
+                    "build",
+                    "--vars",
+                    dbt("build", export=export)[-1],
+                ]
                 results["incremental_build"] = run(
-                    dbt("build", export=export), project, env, "incremental build, every table"
+                    command, project, changed_env, "incremental build, every table"
                 )
             exports.insert(0, lakehouse / "exports" / export)
             problems = compare(pg, exports, args.tables)
@@ -341,6 +414,30 @@ def main(argv: list[str] | None = None) -> int:
             kind = result["unique_id"].split(".", 1)[0]
             kinds[kind] = kinds.get(kind, 0) + 1
         results["nodes_per_build"] = kinds
+
+        def land(phase: str | None) -> list[str]:
+            """Change the source for a round of the long-lived driver, and capture it."""
+            if phase is None:
+                return []
+            if phase == "1k-events":
+                chosen = [table_names(args.tables)[0][0]]
+                with pg.connect(autocommit=True) as conn:
+                    for statement in THOUSAND_EVENTS:
+                        conn.execute(statement.format(t=f"{SCHEMA}.{chosen[0]}"))
+            else:
+                chosen = change_source(pg, args.tables, args.changed, args.rows, phase=phase)
+            capture = run_capture_subprocess(config, timeout=600)
+            if capture.returncode != 0:
+                raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+            return chosen
+
+        results["long_lived"] = long_lived_driver(project, changed_env, dbt("build")[-1], land)
+        # The driver's process holds the embedded metastore: its last invocation exported silver.
+        exports.insert(0, lakehouse / "exports" / "long-lived")
+        problems = compare(pg, exports, args.tables)
+        results["mismatches_long_lived"] = len(problems)
+        for line in problems[:20]:
+            print(f"MISMATCH {line}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "many_tables.json").write_text(json.dumps(results, indent=2) + "\n")
     print(yaml.safe_dump(results, sort_keys=False))
@@ -349,4 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    # The long-lived driver's JVM has non-daemon threads that would hold a normal exit.
+    os._exit(status)
