@@ -176,14 +176,24 @@ def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str
     """The dbt command with `--select` the changed tables (added to the user's own). Without
     dbt unit tests, as a plain build (selectors.yml): a `--select` replaces that default, and
     unit tests check SQL, which a landed file does not change. A command that names resource
-    types itself keeps its own."""
+    types itself keeps its own, and one that runs no unit test (`run`, `seed`, `snapshot`...)
+    is not given the option, which dbt refuses there."""
     command = list(command)
     for flag in ("--select", "-s"):
         if flag in command:
             raise ValueError(f"{flag} is chosen by this tool; use --exclude to narrow it")
     types = {"--resource-type", "--resource-types", "--exclude-resource-type"}
-    without_unit_tests = [] if types & set(command) else ["--exclude-resource-type", "unit_test"]
+    runs_unit_tests = bool(command) and command[0] in UNIT_TEST_COMMANDS
+    without_unit_tests = (
+        ["--exclude-resource-type", "unit_test"]
+        if runs_unit_tests and not types & set(command)
+        else []
+    )
     return [*command, "--select", *selection, *without_unit_tests]
+
+
+# The dbt commands that run unit tests (and take --exclude-resource-type).
+UNIT_TEST_COMMANDS = {"build", "test"}
 
 
 FAILED = {"error", "fail", "runtime error", "skipped", "partial success"}

@@ -599,6 +599,32 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
         changed.with_selection(["build", "--select", "x"], ["source:a.b+"])
 
 
+def test_the_changed_tables_command_is_one_dbt_accepts_for_every_dbt_command() -> None:
+    """`changed -- <command>` and `continuous --changed-only -- <command>` work with any dbt
+    command that selects nodes: checked by dbt's own command-line parser, for every such
+    command dbt has (`run` once failed: dbt refuses `--exclude-resource-type` there)."""
+    import click
+    from dbt.cli.main import cli
+
+    selecting = sorted(
+        name
+        for name, command in cli.commands.items()
+        if not isinstance(command, click.Group)
+        and "--select" in {o for p in command.params for o in p.opts}
+    )
+    assert {"build", "run", "test", "seed", "snapshot"} <= set(selecting)
+    for name in selecting:
+        args = changed.with_selection([name], ["source:a.b+"])
+        # parsed as dbt parses it (the profile and project options only for the parser's checks)
+        context = cli.commands[name].make_context(
+            name, [*args[1:], "--profiles-dir", str(REPO / "profiles"), "--project-dir", str(REPO)]
+        )
+        assert context.params["select"] == ("source:a.b+",), name
+        # unit tests run in `build` and `test` only, and stay out of a changed-tables run
+        excluded = context.params.get("exclude_resource_types") or ()
+        assert ("unit_test" in excluded) == (name in ("build", "test")), name
+
+
 def test_bronze_pipeline_columns_carry_no_tests() -> None:
     """Bronze keeps rejected lines, whose pipeline columns (`_cdc_seq`...) are null: a
     not_null test there fails the build as soon as one line is rejected (caught by the oracle's
