@@ -305,13 +305,6 @@ def _history_entry(table: Table) -> dict[str, Any]:
                 "arguments": {"combination_of_columns": [*key, "_cdc_valid_from_seq"]}
             }
         },
-        {
-            "unique_combination_of_columns": {
-                "name": f"{table.history_model}_one_current_version_per_key",
-                "arguments": {"combination_of_columns": key},
-                "config": {"where": "is_current"},
-            }
-        },
         {"cdc_history_intervals": {"arguments": {"unique_key": key}}},
         {
             "cdc_history_matches_current_state": {
@@ -320,6 +313,19 @@ def _history_entry(table: Table) -> dict[str, Any]:
         },
         "cdc_no_toast_placeholder",
     ]
+    # One current version per key: on a single-column key dbt's own `unique`, on the column
+    # (where dbt users, and linters, look for a column's uniqueness); on a composite key over
+    # its columns.
+    one_current: dict[str, Any] = {
+        "name": f"{table.history_model}_one_current_version_per_key",
+        "config": {"where": "is_current"},
+    }
+    key_tests: list[Any] = ["not_null"]
+    if len(key) == 1:
+        key_tests.append({"unique": one_current})
+    else:
+        combination = {"arguments": {"combination_of_columns": key}}
+        tests.insert(1, {"unique_combination_of_columns": {**one_current, **combination}})
     return {
         "name": table.history_model,
         "description": _described(
@@ -332,7 +338,7 @@ def _history_entry(table: Table) -> dict[str, Any]:
             "(`cdc_history`).",
         ),
         "data_tests": tests,
-        "columns": _source_columns(table, ["not_null"]) + _pipeline(HISTORY_COLUMNS, "history"),
+        "columns": _source_columns(table, key_tests) + _pipeline(HISTORY_COLUMNS, "history"),
     }
 
 
