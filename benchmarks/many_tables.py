@@ -202,14 +202,16 @@ def _machine_cpu() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run(cmd: list[str], cwd: Path, env: dict[str, str], what: str) -> dict[str, Any]:
+def run(
+    cmd: list[str], cwd: Path, env: dict[str, str], what: str, digits: int = 1
+) -> dict[str, Any]:
     cpu = _machine_cpu()
     result = run_measured(cmd, cwd=cwd, env=env, timeout=7200)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-60:])
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{tail}")
     figures = {
-        "wall_seconds": round(result.seconds, 1),
+        "wall_seconds": round(result.seconds, digits),
         "machine_cpu_seconds": round(_machine_cpu() - cpu, 1),
         "peak_total_rss_mib": result.memory()["peak_total_rss_mib"],
     }
@@ -306,6 +308,34 @@ def long_lived_driver(
     return reports
 
 
+def no_op_only(
+    args: argparse.Namespace,
+    project: Path,
+    config: dict[str, Any],
+    changed_only: list[str],
+    changed_env: dict[str, str],
+    results: dict[str, Any],
+    dbt: Callable[..., list[str]],
+) -> int:
+    """What a scheduled run costs as a new process when nothing landed, against the number of
+    tables: the landing captured, the project parsed, the listing saved by a changed-tables run
+    of `dbt parse` (a no-op reads the registry, the project's files and the landing's listing,
+    never the lakehouse, so no table is built), then `changed` timed three times."""
+    capture = run_capture_subprocess(config, timeout=1800)
+    if capture.returncode != 0:
+        raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+    results["parse"] = run(dbt("parse", "--no-partial-parse"), project, changed_env, "parse")
+    command = [*changed_only, "--all", "--", "parse", "--vars", dbt("parse")[-1]]
+    run(command, project, changed_env, "listing saved (changed --all -- parse)")
+    noop = [run(changed_only, project, changed_env, "no-op", digits=3) for _ in range(3)]
+    results["noop_changed_only"] = sorted(noop, key=lambda r: r["wall_seconds"])[1]
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / f"many_tables_noop_{args.tables}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(yaml.safe_dump(results, sort_keys=False))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=50)
@@ -313,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", type=int, default=5)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--no-op-only",
+        action="store_true",
+        help="only the no-op of a new process: onboard, capture, parse, save the listing "
+        "(`changed --all -- parse`, no build), then time `changed` with nothing landed "
+        "(<out>/many_tables_noop_<tables>.json)",
+    )
     args = parser.parse_args(argv)
     if args.work.exists():
         shutil.rmtree(args.work)
@@ -358,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         changed_only = [sys.executable, "-m", "cdc_lakehouse.changed", "--project", str(project)]
         changed_env = {**env, "CDC_LANDING_ROOT": str(landing)}
+        if args.no_op_only:
+            return no_op_only(args, project, config, changed_only, changed_env, results, dbt)
         exports: list[Path] = []
         for step in ("snapshot", "changed-only", "full"):
             if step != "snapshot":
