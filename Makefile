@@ -7,12 +7,13 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test install install-fast install-dev s3-jars system-deps lint format test-fast docs sample oracle cluster cluster-stop clean help tables peers peers-install
+.PHONY: run test install install-fast install-dev s3-jars system-deps lint format test-fast docs docs-site sample oracle cluster cluster-stop clean help tables peers peers-install
 
 help:
 	@echo "make run     build the lakehouse from the bundled sample landing data (embedded Spark + Iceberg)"
 	@echo "make test    install what is missing and run every check (lint, pytest, dbt tests)"
 	@echo "make docs    generate and serve the dbt docs site on http://127.0.0.1:8080"
+	@echo "make docs-site  build the project's docs site (MkDocs, strict) into site/"
 	@echo "make lint    sqlfluff + ruff + generated files in sync with tables/*.yml"
 	@echo "make tables  write the dbt files of every table registered in tables/*.yml"
 	@echo "make sample  regenerate sample/ from a real PostgreSQL through real Debezium"
@@ -184,6 +185,11 @@ peers: install-dev peers-install
 docs: install
 	dbt docs generate
 	dbt docs serve --host 127.0.0.1 --port 8080 --no-browser
+
+# The project's docs site (mkdocs.yml: pages from docs/, strict, so a broken link or anchor fails);
+# open site/index.html, or `mkdocs serve` to edit with live reload.
+docs-site: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir site
 
 # Regenerate sample/ from a private PostgreSQL through real Debezium (about a minute).
 sample: install-dev

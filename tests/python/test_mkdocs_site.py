@@ -1,0 +1,176 @@
+"""The project's docs site (mkdocs.yml, `make docs-site`), built and read in a real browser.
+
+`mkdocs build --strict` must succeed: a link to a missing page or a missing anchor, a page left
+out of the navigation or an absolute link is a warning, and strict mode makes it a failure. The
+built site is served on 127.0.0.1 and opened in headless Chromium (Debian's chromium and
+chromedriver, `make system-deps`, as for the dbt docs site): the home page renders, the search
+finds "TOAST" and leads to a page that says it, and every page of the navigation loads with its
+title and without an error in the browser's console.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lakehouse import REPO
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_mkdocs_site.py")]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+def nav_pages(nav: list[Any]) -> list[str]:
+    """The Markdown files of mkdocs.yml's navigation, in order."""
+    pages = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=REPO,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def url(site: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    assert not missing, f"{missing} not installed: `make system-deps` installs them"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    # Offline machine: no sandbox (root), no GPU, nothing that phones home.
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(argument)
+    # the console's messages, read after each page (errors fail the page)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def console_errors(browser: webdriver.Chrome) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def test_the_site_builds_in_strict_mode(site: Path) -> None:
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    assert config["strict"] is True
+    assert config["validation"]["anchors"] == "warn"  # strict turns a broken anchor into a failure
+    for page in nav_pages(config["nav"]):
+        folder = "" if page == "index.md" else page.removesuffix(".md") + "/"
+        assert (site / folder / "index.html").is_file(), page
+
+
+def test_home_page_renders(url: str, browser: webdriver.Chrome) -> None:
+    browser.get(url)
+    heading = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1"))
+    assert heading.text == "cdc-lakehouse"
+    assert heading.is_displayed()
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "make run" in body and "make test" in body
+    # the navigation lists every section of mkdocs.yml
+    for section in ("Guides", "Reference", "Benchmarks and peers"):
+        assert section in body, section
+    assert not console_errors(browser)
+
+
+def test_search_finds_toast(url: str, browser: webdriver.Chrome) -> None:
+    browser.get(url)
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1"))
+    # Material's search box (in the header on a wide window; behind an icon on a narrow one)
+    box = browser.find_element(By.CSS_SELECTOR, "input.md-search__input")
+    if not box.is_displayed():
+        browser.find_element(By.CSS_SELECTOR, "label[for='__search']").click()
+    box.click()
+    box.send_keys("TOAST")
+
+    def results(driver: webdriver.Chrome) -> list[Any] | bool:
+        found = driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")
+        return found or False
+
+    found = WebDriverWait(browser, 30, poll_frequency=0.5).until(results)
+    first = found[0].get_attribute("href")
+    browser.get(first)
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1"))
+    assert "TOAST" in browser.find_element(By.TAG_NAME, "body").text, first
+
+
+def test_every_page_of_the_navigation_loads(url: str, browser: webdriver.Chrome) -> None:
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    problems = []
+    for page in nav_pages(config["nav"]):
+        address = url + ("" if page == "index.md" else page.removesuffix(".md") + "/")
+        browser.get(address)
+        headings = WebDriverWait(browser, 30).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "article h1")
+        )
+        title = (REPO / "docs" / page).read_text().splitlines()[0].removeprefix("# ")
+        if not headings or headings[0].text.strip() != title:
+            problems.append(f"{page}: heading {[h.text for h in headings]}, expected {title!r}")
+        errors = console_errors(browser)
+        if errors:
+            problems.append(f"{page}: console errors {errors}")
+        # every image on the page loaded (the benchmark and peer charts)
+        broken = browser.execute_script(
+            "return [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+            ".map(i => i.getAttribute('src'))"
+        )
+        if broken:
+            problems.append(f"{page}: images not loaded {broken}")
+    assert not problems, "\n".join(problems)
