@@ -146,7 +146,7 @@ run: install
 
 ## Table registry ---------------------------------------------------------------------------
 # Every registered table's dbt files are generated from its entry in tables/<source>.yml
-# (README "Add a table"); `make lint` fails when one is stale or edited by hand.
+# (docs/tables.md, "Add a table"); `make lint` fails when one is stale or edited by hand.
 tables: $(VENV)/.installed-run
 	$(BIN)/python -m cdc_lakehouse.tables generate
 
@@ -202,7 +202,7 @@ oracle: install-dev
 		tests/python/test_public_databases.py
 
 # A local Spark standalone cluster (master + 2 workers, 127.0.0.1 only) for `--target cluster`;
-# README "Running on a cluster". The exports it prints go into your shell with
+# docs/deployment.md. The exports it prints go into your shell with
 # eval "$$(python -m cdc_lakehouse.cluster env)".
 cluster: install
 	python -m cdc_lakehouse.cluster start

@@ -2,7 +2,7 @@
 
 A small project is written to a scratch folder: the bronze Python model is this repo's own
 file (`python_models/bronze/northwind/bronze_northwind__customers.py`, the decoder behind it),
-the staging and silver models are the few lines the README's "Add a table" asks for, and
+the staging and silver models are the few lines docs/tables.md ("Add a table") asks for, and
 `macros/`, `profiles/` and `jars/` are links to this repo's. The project is named
 `cdc_lakehouse` like the real one, so `adapter.dispatch(..., 'cdc_lakehouse')` resolves.
 

@@ -245,7 +245,7 @@ def type_change(declared: str, event: str) -> str:
     that gives them Spark type `event`: `fits` when the declared type holds every such value,
     or when `event` is only how a connector setting writes it (a decimal as a string or a
     double: decimal.handling.mode; a timestamptz as the JDBC source's Connect Timestamp);
-    `widens` when the source widened the column in place as the README's DDL table lists
+    `widens` when the source widened the column in place as the DDL table of docs/concepts.md lists
     (integers to wider ones, real to double precision, a numeric's precision at the same
     scale); `conflicts` for anything else."""
     if declared == event or declared == "string":

@@ -18,7 +18,7 @@ The first start creates the metastore's tables in the (empty) database. Iceberg 
 registered there (SparkSessionCatalog, `type: hive`) as they are in Derby; other engines that
 read a Hive metastore (Trino's Iceberg connector, `iceberg.catalog.type=hive_metastore`) read
 the same tables. The warehouse folder must be one every process reaches (CDC_LAKEHOUSE_DIR or
-CDC_WAREHOUSE_DIR the same for all). See README "A metastore several processes share".
+CDC_WAREHOUSE_DIR the same for all). See docs/deployment.md, "A metastore several processes share".
 """
 
 from __future__ import annotations

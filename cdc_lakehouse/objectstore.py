@@ -7,11 +7,11 @@ the warehouse of the `cluster` and `thrift` targets when no bucket of a cloud is
     python -m cdc_lakehouse.objectstore upload sample/landing s3a://lake/landing
     python -m cdc_lakehouse.objectstore stop
 
-Spark reaches it through Hadoop's s3a file system (`jars/s3/`, `make s3-jars`; the profile
-adds them and the endpoint when CDC_S3_ENDPOINT is set, see README "Object storage"). The
-credentials come from the environment only: the store is started with them as its one identity,
-and Spark's s3a reads the same variables. Every port is bound to 127.0.0.1; the store's
-Iceberg REST and Lance servers are off, and so is its telemetry.
+Spark reaches it through Hadoop's s3a file system (`jars/s3/`, `make s3-jars`; the profile adds
+them and the endpoint when CDC_S3_ENDPOINT is set, see docs/deployment.md, "Object storage").
+The credentials come from the environment only: the store is started with them as its one
+identity, and Spark's s3a reads the same variables. Every port is bound to 127.0.0.1; the
+store's Iceberg REST and Lance servers are off, and so is its telemetry.
 """
 
 from __future__ import annotations

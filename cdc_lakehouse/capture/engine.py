@@ -91,7 +91,8 @@ def engine_properties(
         "converter.schemas.enable": str(config.schemas_enable).lower(),
         # JsonConverter writes a column's DEFAULT in place of a NULL the row really holds
         # (KAFKA-8713); KIP-581's switch keeps the NULL. Kafka Connect users set
-        # `value.converter.replace.null.with.default=false` (README, "Schema changes").
+        # `value.converter.replace.null.with.default=false` (docs/concepts.md, "Schema changes
+        # at the source").
         "converter.replace.null.with.default": "false",
     }
     if via_partition_root:

@@ -142,9 +142,9 @@ Captures (one engine, slot and publication each):
 - suppliers: polled on (`last_update`, `supplier_id`) like a JDBC source connector in
   `timestamp+incrementing` mode (query-based: deletes are not visible), and extracted whole after
   each poll into `landing/snapshots/northwind_jdbc.suppliers/<as_of>/` (rows and a
-  `_cdc_snapshot.json` manifest): the extracts' diff gives the deletes (README, "Deletes for
-  query-based sources"). A `supplier_reinsert` with no deleted supplier to bring back does
-  nothing.
+  `_cdc_snapshot.json` manifest): the extracts' diff gives the deletes
+  (docs/reference-pipelines.md, "Deletes for query-based sources"). A `supplier_reinsert` with no
+  deleted supplier to bring back does nothing.
 
 | table | topic | shape | records (by op) | files | final rows |
 |---|---|---|---|---|---|

@@ -10,7 +10,7 @@ source_system`); Confluent's S3 sink writes it as Parquet (gzip) with a FieldPar
 `country`: `topics/pagila_jdbc.address/country=<country>/pagila_jdbc.address+0+<offset>.gz.parquet`.
 A complete extract of the same query after every poll (the connector in `bulk` mode) lands in
 `snapshots/pagila_jdbc.address/<as_of>/`: the only way this source's deletes become visible
-(snapshot-diff, README "Deletes for query-based sources").
+(snapshot-diff, docs/reference-pipelines.md, "Deletes for query-based sources").
 
 The capture is the project's imitation of the connector (`cdc_lakehouse.capture.jdbc_source`,
 parquet_sink.py): Confluent's JDBC connector and S3 sink are not on Maven Central. The seeded

@@ -474,7 +474,8 @@ def add_to_registry(
 ) -> None:
     """Append the tables not registered yet to the registry file (create it when missing). A
     table whose name (or its history's) is already a model of the project, another source's
-    table of the same name say, gets `model: <source>_<table>` (README "Onboard a database")."""
+    table of the same name say, gets `model: <source>_<table>` (docs/tables.md, "Onboard a
+    database")."""
     taken = project_models(path.parent.parent)
     existing: dict[str, Any] = {}
     if path.exists():
@@ -487,7 +488,7 @@ def add_to_registry(
             text += "tables:\n" if "tables" not in doc else ""
     else:
         head = [
-            f'# The {source} source: one entry per captured table (README "Add a table").',
+            f'# The {source} source: one entry per captured table (docs/tables.md, "Add a table").',
             "# Discovered by `python -m cdc_lakehouse.tables`; edit freely, then `make tables`.",
             f"source: {source}",
         ]

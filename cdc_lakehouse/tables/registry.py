@@ -3,7 +3,7 @@
 An entry says how a table lands and how the project treats it (about ten lines); every dbt file
 of the table (bronze model, landing source, change-log staging model, silver, history, their
 yml and column docs) is generated from it by `python -m cdc_lakehouse.tables generate`
-(`make tables`) and checked by `... check` in `make lint`. See README "Add a table".
+(`make tables`) and checked by `... check` in `make lint`. See docs/tables.md, "Add a table".
 
     source: northwind
     description: The order system.           # optional

@@ -278,7 +278,7 @@ class Values:
                 whole = str(rng.randint(0, 10 ** rng.randint(0, digits) - 1)) if digits else "0"
                 fraction = "".join(rng.choices("0123456789", k=scale))
         else:
-            # within decimal(38,18), what a numeric without precision becomes (README)
+            # within decimal(38,18), what a numeric without precision becomes (docs/types.md)
             whole = str(rng.randint(0, 10 ** rng.choice([1, 5, 20]) - 1))
             fraction = "".join(rng.choices("0123456789", k=rng.choice([0, 2, 10, 18])))
         sign = rng.choice(["", "-"])
@@ -576,8 +576,9 @@ class Workload:
 
     def _schema_change(self, conn: psycopg.Connection) -> None:
         """A change users make, from the catalog alone: add a nullable column of a type the
-        database uses already, widen a column as README's DDL table lists, or drop a column
-        no key holds. One PostgreSQL refuses (a generated column reads the column) is counted."""
+        database uses already, widen a column as the DDL table of docs/concepts.md lists, or drop a
+        column no key holds. One PostgreSQL refuses (a generated column reads the column) is
+        counted."""
         table = self.tables[self.rng.choice(sorted(self.tables))]
         held = set(table.key) | {
             c for t in self.tables.values() for c in _foreign_key_columns(t, table.name)
@@ -751,7 +752,8 @@ def _foreign_key_columns(table: TableInfo, referenced: str) -> set[str]:
 
 
 def _wider(column: Column, rng: random.Random) -> str | None:
-    """A type `column` widens to in place (README, "Schema changes at the source"), or None."""
+    """A type `column` widens to in place (docs/concepts.md, "Schema changes at the source"), or
+    None."""
     if column.is_array or column.is_domain:
         return None
     typmod = _typmod(column.pg_type)
@@ -891,7 +893,8 @@ class CatalogOracle:
             assert process.returncode == 0, f"capture failed:\n{out[-4000:]}"
 
     def onboard(self) -> None:
-        """`from-postgres` for each source, then `generate`, as README "Onboard a database"."""
+        """`from-postgres` for each source, then `generate`, as docs/tables.md ("Onboard a
+        database")."""
         project_skeleton(self.project)
         for source in self.sources:
             self.onboarding += self._tables(

@@ -118,8 +118,8 @@ def tier_of(item: pytest.Item) -> str:
 # processes: a test file is a group unless its tests name another (`xdist_group`), so module
 # fixtures are built once and files that share a scenario (a session fixture below) run in the
 # process that built it. The groups start longest first, seconds from the last full `make test`
-# run (README "Tests"), each beside another on the 2 cores: xdist hands groups out in collection
-# order, so a long group started last would leave one process idle at the end.
+# run (docs/testing.md, "Tests"), each beside another on the 2 cores: xdist hands groups out in
+# collection order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
     "test_type_map_oracle.py": 505,
     "test_oracle.py": 501,
@@ -185,7 +185,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """The oracle's figures (also what the README quotes), when oracle tests ran."""
+    """The oracle's figures (also what docs/testing.md quotes), when oracle tests ran."""
     from oracle import REPORT, summarize
 
     if REPORT.exists():

@@ -545,7 +545,7 @@ def installed_by(requirements: Path) -> set[str]:
 
 
 def test_make_install_installs_what_the_capture_tool_imports() -> None:
-    """The README runs the capture tool after `make install`, which installs requirements.txt
+    """The docs run the capture tool after `make install`, which installs requirements.txt
     only: every package the tool's code imports, lazily imported ones too, must come with it,
     not with the test requirements."""
     installed = installed_by(REPO / "requirements.txt")

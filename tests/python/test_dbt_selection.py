@@ -16,7 +16,8 @@ from lakehouse import run_dbt
 pytestmark = pytest.mark.dbt
 
 BUILT = ("model.", "seed.", "snapshot.")
-# The selections README and the project's files advise, and what `cdc_lakehouse.changed` runs.
+# The selections the README, docs/ and the project's files advise, and what
+# `cdc_lakehouse.changed` runs.
 SELECTIONS = [
     "+silver.customers",  # README Quickstart: "one table and what it needs"
     "+exposure:sales_dashboard",  # models/gold/_gold__exposures.yml

@@ -1043,10 +1043,10 @@ def decimal_field(name: str, precision: int, scale: int) -> dict:
     )
 
 
-# The in-place widenings of the README's DDL table ("Schema changes at the source"): a column
-# declared with its old type, events before the change (old field, a value, what it decodes to)
-# and after it (new field, a value only the new type holds, what it decodes to), and the type
-# the column takes.
+# The in-place widenings of the DDL table of docs/concepts.md ("Schema changes at the source"): a
+# column declared with its old type, events before the change (old field, a value, what it
+# decodes to) and after it (new field, a value only the new type holds, what it decodes to), and
+# the type the column takes.
 WIDENINGS: dict[str, tuple[str, tuple[dict, Any, Any], tuple[dict, Any, Any], str]] = {
     "smallint to int": (
         "smallint",
@@ -1100,8 +1100,8 @@ WIDENINGS: dict[str, tuple[str, tuple[dict, Any, Any], tuple[dict, Any, Any], st
 def test_a_declared_type_widened_at_the_source_widens_the_column(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Schemas on, each widening the README lists (one column each): a column declared with its
-    old type takes the new type from the events' own schema, and values only the new type holds
+    """Schemas on, each widening docs/concepts.md lists (one column each): a column declared with
+    its old type takes the new type from the events' own schema, and values only the new type holds
     decode exactly (before: `cannot decode c as smallint`, every later event of the table
     rejected). Both in a batch with events from before the change and in one of later events."""
     columns = {f"c{i}": case for i, case in enumerate(WIDENINGS.values())}
@@ -1144,8 +1144,8 @@ def test_a_declared_type_widened_at_the_source_widens_the_column(
     assert problems == {}
 
 
-# A declared type and an event type that the lake cannot reconcile in place (README: "another
-# type change"): the declared type, the events' field and how the message names their type.
+# A declared type and an event type that the lake cannot reconcile in place (docs/concepts.md:
+# "another type change"): the declared type, the events' field and how the message names their type.
 CONFLICTS = {
     "a new scale": ("numeric(10,2)", decimal_field("c", 14, 4), "decimal(14,4)"),
     "a smaller scale": ("numeric(10,4)", decimal_field("c", 12, 2), "decimal(12,2)"),

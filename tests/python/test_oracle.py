@@ -5,7 +5,7 @@ captured at that boundary.
 
 Every build is compared with PostgreSQL; the data tests run in the last build of each seed.
 Seeds: 2 by default (CI); `--oracle-seeds 50` or `CDC_ORACLE_SEEDS=50` for the slow mode
-(see README, "The oracle"). Each seed covers all landing shapes: Debezium envelope with and
+(see docs/testing.md, "The oracle"). Each seed covers all landing shapes: Debezium envelope with and
 without JsonConverter schemas, ExtractNewRecordState rows, and query-based JDBC-style rows;
 every other seed (1001, 1003, ...) lands the Debezium topics in three Kafka partitions. Every
 third seed (1002, 1005, ...) also runs the real pieces: Debezium's PostgreSQL connector in a

@@ -1,12 +1,13 @@
-"""The oracle meets schema changes: a seeded workload on a real PostgreSQL runs the DDL of the
-README's table (`ADD COLUMN` with and without a default, `DROP COLUMN`, `int` -> `bigint`,
-`varchar(n)` -> `text`, `numeric(p,s)` -> `numeric(p2,s)`, `RENAME COLUMN`) within and between
-phases, in a random order per seed, while rows are inserted, updated, deleted and re-created.
+"""The oracle meets schema changes: a seeded workload on a real PostgreSQL runs the DDL of the DDL
+table of docs/concepts.md (`ADD COLUMN` with and without a default, `DROP COLUMN`, `int` ->
+`bigint`, `varchar(n)` -> `text`, `numeric(p,s)` -> `numeric(p2,s)`, `RENAME COLUMN`) within and
+between phases, in a random order per seed, while rows are inserted, updated, deleted and
+re-created.
 
 Nothing added at the source is declared in advance. Every landing shape is built: the Debezium
 envelope with and without JsonConverter schemas, ExtractNewRecordState rows (one table, three
 captures) and query-based JDBC rows (a second table, no deletes). With schemas off the user
-does what the README says: declare a type change the DBA announces before building, and the
+does what docs/concepts.md says: declare a type change the DBA announces before building, and the
 columns the `cdc_no_undeclared_fields` warning names after it, then build again (the rows
 already loaded are filled). In phase 3 a staging model is edited before the build.
 
@@ -446,7 +447,7 @@ def test_lake_equals_database_through_ddl(ddl_oracle_seed: int, tmp_path: Path) 
                 export_dir, output = oracle.build(f"phase{phase}-declared")
                 assert "fields not declared" not in output, output
                 oracle.assert_equals_postgres(export_dir, f"phase {phase}, declared", tuple(found))
-        # Every statement of the README's table ran; the staging edit took effect.
+        # Every statement of the docs' DDL table ran; the staging edit took effect.
         assert len(workload.applied) == len(DDL_KINDS) and not workload.schedule
         edited = read_export(export_dir, "silver.accounts_env")
         assert column_types(export_dir, "silver.accounts_env").get("id_x10") == "int"

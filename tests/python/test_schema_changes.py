@@ -4,7 +4,7 @@ A table nobody declared in advance (schemas on: no `columns` at all) is captured
 Debezium from a real PostgreSQL in two phases, with DDL between and within the phases; each
 phase ends with a plain incremental `dbt build`, and silver and the latest version of every
 history equal PostgreSQL. The same table also lands with schemas off, declared as a user would
-after reading the README: phase 1's columns first, the added column once it appears.
+after reading the docs: phase 1's columns first, the added column once it appears.
 
 Edits to models between builds (a view's filter and columns, a table's columns) must take effect
 on the next plain `dbt build`; under Iceberg 1.10 a replaced view kept its old SQL
@@ -67,7 +67,7 @@ alter table members alter column points type numeric(14,4);
 update members set points = 9.1234 where id = 2;
 """
 
-# Columns of phase 1 as a user declares them for schemas off (README "Add a table").
+# Columns of phase 1 as a user declares them for schemas off (docs/tables.md, "Add a table").
 DECLARED = {
     "id": "int",
     "name": "text",
@@ -229,15 +229,15 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
             f"bronze.{bronze_model('members_nosch')}: rows already loaded hold values that do "
             "not decode as declared (tier int)"
         ) in failed.stdout, failed.stdout
-        # Declared now (README, "Schema changes at the source"); nothing new landed: the next
-        # build fills the column for the events already loaded, and silver and history follow.
+        # Declared now (docs/concepts.md, "Schema changes at the source"); nothing new landed: the
+        # next build fills the column for the events already loaded, and silver and history follow.
         declare(project, {**DECLARED, "level": "bigint", "tier": "text"})
         second, result = build(project, lakehouse, landing, "phase2")
         assert "fields not declared" not in result.stdout
         silver = assert_equals_postgres(second, pg, "phase 2")
 
         # Schemas on only: without the embedded schema a decimal's scale is not in the data
-        # (README: schemas off cannot follow a scale change).
+        # (docs/concepts.md: schemas off cannot follow a scale change).
         schemas_on = ("members_env", "members_flat")
         run_sql(pg, PHASE_3)
         capture(pg, tmp_path, landing, schemas_on)
@@ -272,7 +272,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
             assert types.get("seen_at") == "timestamp", (relation, types)
             assert types.get("level") == "bigint", (relation, types)
         # A dropped column stays in the lake; the rows changed after the drop read null there,
-        # the others keep their last value (README's DDL table).
+        # the others keep their last value (the DDL table of docs/concepts.md).
         assert silver[name][1]["visits"] is None and silver[name][2]["visits"] == 2
 
 

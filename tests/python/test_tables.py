@@ -71,7 +71,7 @@ tables:
       name: text
 """
 
-# What README "Add a table" asks of a user: one entry.
+# What docs/tables.md, "Add a table" asks of a user: one entry.
 INVOICES = """\
   invoices:
     key: [invoice_id, line]
