@@ -11,25 +11,19 @@ also describe every model, every column of every built table, every source and e
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from browser import chromium, served
 from lakehouse import REPO
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("empty-lakehouse")]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ARTIFACTS = REPO / "artifacts"
 GOLD = "model.cdc_lakehouse.fct_orders"
 # One landing-to-dashboard path per source table fct_orders reads.
@@ -66,11 +60,6 @@ return {
 """
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site(empty_lakehouse: dict[str, Path]) -> Path:
     """The generated docs site (target/) of the whole project: every model, seed and snapshot
@@ -81,40 +70,14 @@ def site(empty_lakehouse: dict[str, Path]) -> Path:
 
 @pytest.fixture(scope="module")
 def url(site: Path) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    thread.join()
+    with served(site) as address:
+        yield address
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    assert not missing, f"{missing} not installed: `make system-deps` installs them"
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    # Offline machine: no sandbox (root), no GPU, nothing that phones home.
-    for argument in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--window-size=1600,1000",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with chromium(tmp_path / "chromium-profile", "1600,1000") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_lineage_graph_shows_landing_to_gold(url: str, browser: webdriver.Chrome) -> None:

@@ -10,28 +10,22 @@ loads with its title and without an error in the browser's console.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from browser import chromium, served
 from lakehouse import REPO
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_mkdocs_site.py")]
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 def nav_pages(nav: list[Any]) -> list[str]:
@@ -41,11 +35,6 @@ def nav_pages(nav: list[Any]) -> list[str]:
         value = next(iter(entry.values())) if isinstance(entry, dict) else entry
         pages += nav_pages(value) if isinstance(value, list) else [value]
     return pages
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -65,43 +54,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def url(site: Path) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    thread.join()
+    with served(site) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    assert not missing, f"{missing} not installed: `make system-deps` installs them"
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
     profile = tmp_path_factory.mktemp("chromium-profile")
-    # Offline machine: no sandbox (root), no GPU, nothing that phones home.
-    for argument in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(argument)
-    # the console's messages, read after each page (errors fail the page)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with chromium(profile, "1400,1000", console=True) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def console_errors(browser: webdriver.Chrome) -> list[str]:
