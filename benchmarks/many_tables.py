@@ -308,6 +308,13 @@ def long_lived_driver(
     return reports
 
 
+def capture(config: dict[str, Any], timeout: float) -> None:
+    """One bounded run of the capture tool (what changed in the source lands); fails loudly."""
+    done = run_capture_subprocess(config, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"capture failed:\n{done.stderr[-3000:]}")
+
+
 def no_op_only(
     args: argparse.Namespace,
     project: Path,
@@ -321,9 +328,7 @@ def no_op_only(
     tables: the landing captured, the project parsed, the listing saved by a changed-tables run
     of `dbt parse` (a no-op reads the registry, the project's files and the landing's listing,
     never the lakehouse, so no table is built), then `changed` timed three times."""
-    capture = run_capture_subprocess(config, timeout=1800)
-    if capture.returncode != 0:
-        raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+    capture(config, timeout=1800)
     results["parse"] = run(dbt("parse", "--no-partial-parse"), project, changed_env, "parse")
     command = [*changed_only, "--all", "--", "parse", "--vars", dbt("parse")[-1]]
     run(command, project, changed_env, "listing saved (changed --all -- parse)")
@@ -402,9 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             if step != "snapshot":
                 chosen = change_source(pg, args.tables, args.changed, args.rows, phase=step)
                 results[f"changed_tables_{step}"] = chosen
-            capture = run_capture_subprocess(config, timeout=600)
-            if capture.returncode != 0:
-                raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+            capture(config, timeout=600)
             if step == "snapshot":
                 results["parse"] = run(dbt("parse", "--no-partial-parse"), project, env, "parse")
                 # the first run of `changed` builds everything and saves the landing listing
@@ -465,9 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                         conn.execute(statement.format(t=f"{SCHEMA}.{chosen[0]}"))
             else:
                 chosen = change_source(pg, args.tables, args.changed, args.rows, phase=phase)
-            capture = run_capture_subprocess(config, timeout=600)
-            if capture.returncode != 0:
-                raise RuntimeError(f"capture failed:\n{capture.stderr[-3000:]}")
+            capture(config, timeout=600)
             return chosen
 
         results["long_lived"] = long_lived_driver(project, changed_env, dbt("build")[-1], land)
