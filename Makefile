@@ -120,11 +120,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $@
 
-install: $(VENV)/.installed-run jars/.installed system-java
+# The engine's dbt package (dbt_package/), which the example project names in packages.yml:
+# `dbt deps` links it into dbt_packages/ (no network for a local package).
+dbt_packages/.installed: packages.yml $(VENV)/.installed-run
+	$(BIN)/dbt deps --quiet
+	touch $@
+
+install: $(VENV)/.installed-run dbt_packages/.installed jars/.installed system-java
 # What lint and the unit and dbt test tiers need (make test-fast): the project's packages, its
 # jars and the test and lint tools; none of the services, Trino, Kafka, the peers or Chromium.
-install-fast: $(VENV)/.installed-dev jars/.installed system-java
-install-dev: $(VENV)/.installed-dev jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed peers-install system-deps
+install-fast: $(VENV)/.installed-dev dbt_packages/.installed jars/.installed system-java
+install-dev: $(VENV)/.installed-dev dbt_packages/.installed jars/.installed jars/cdc-metastore.jar jars/connect/.installed jars/trino/.installed jars/s3/.installed peers-install system-deps
 
 # Debian packages: a JDK for Spark; PostgreSQL for the real-source tests; Chromium and its
 # WebDriver for the docs-site test (tests/python/test_docs_site.py).
@@ -152,12 +158,12 @@ tables: $(VENV)/.installed-run
 
 ## Checks ------------------------------------------------------------------------------------
 # The pre-commit hooks (.pre-commit-config.yaml): ruff check, ruff format --check, sqlfluff lint.
-lint: $(VENV)/.installed-dev
+lint: $(VENV)/.installed-dev dbt_packages/.installed
 	pre-commit run --all-files --show-diff-on-failure
 
 format: install-dev
 	ruff format .
-	sqlfluff fix models tests/dbt
+	sqlfluff fix models dbt_package/tests
 
 # The tests run on TEST_PROCESSES pytest-xdist processes, a whole group per process (a test file,
 # or files that share a scenario: tests/python/conftest.py), so module and shared fixtures,

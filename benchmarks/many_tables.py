@@ -6,13 +6,13 @@ What a team with dozens of tables does on day one: a private PostgreSQL gets `--
 of six shapes (single and composite keys; int, bigint, text, uuid keys; numeric, timestamps,
 dates, arrays, jsonb, bytea...), `--rows` rows each; `python -m cdc_lakehouse.tables from-
 postgres` registers them and `generate` writes their models into a fresh project (this repo's
-dbt_project.yml, macros and profiles; no sample tables); the capture tool snapshots them; then,
-timed: a full `dbt parse`; the initial build (models and every data test); a no-op `dbt build`
-and a no-op `python -m cdc_lakehouse.changed`; after changes (updates, deletes, inserts) to
-`--changed` tables, a build of the changed tables only (`cdc_lakehouse.changed`); after changes
-to `--changed` other tables, a plain `dbt build` of every table. After every build each silver
-table is compared with PostgreSQL, cell by cell. Results: `<out>/many_tables.json` and a printed
-summary.
+dbt_project.yml, macros and profiles, the engine as a dbt package; no sample tables); the capture
+tool snapshots them; then, timed: a full `dbt parse`; the initial build (models and every data
+test); a no-op `dbt build` and a no-op `python -m cdc_lakehouse.changed`; after changes
+(updates, deletes, inserts) to `--changed` tables, a build of the changed tables only
+(`cdc_lakehouse.changed`); after changes to `--changed` other tables, a plain `dbt build` of every
+table. After every build each silver table is compared with PostgreSQL, cell by cell. Results:
+`<out>/many_tables.json` and a printed summary.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from benchmarks.measure import run_measured
+from benchmarks.project import link_package
 from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.pg import TemporaryPostgres
 from cdc_lakehouse.sample.northwind import canonical_value
@@ -179,16 +180,13 @@ def change_source(
 
 
 def make_project(folder: Path) -> Path:
-    """A fresh project as a user starts one: this repo's settings, macros and profiles, and
-    no table until the generator registers them."""
+    """A fresh project as a user starts one: this repo's settings and profiles, the engine as a
+    dbt package, and no table until the generator registers them."""
     folder.mkdir(parents=True)
     shutil.copyfile(REPO / "dbt_project.yml", folder / "dbt_project.yml")
     for name in ("macros", "profiles", "jars"):
         (folder / name).symlink_to(REPO / name)
-    (folder / "tests").mkdir()
-    (folder / "tests" / "dbt").symlink_to(REPO / "tests" / "dbt")
-    (folder / "models").mkdir()
-    (folder / "models" / "cdc_columns.md").symlink_to(REPO / "models" / "cdc_columns.md")
+    link_package(folder)
     return folder
 
 
@@ -382,9 +380,14 @@ def main(argv: list[str] | None = None) -> int:
         results["from_postgres"] = run([*onboard, "--schema", SCHEMA], project, env, "onboard")
         results["generate"] = run([*tool, "generate"], project, env, "generate")
         registry_lines = len((project / "tables" / f"{SCHEMA}.yml").read_text().splitlines())
-        generated = [p for p in project.rglob("*") if p.is_file() and not p.is_symlink()]
+        generated = [
+            path
+            for folder in ("models", "python_models")
+            for path in (project / folder).rglob("*")
+            if path.is_file()
+        ]
         results["registry_lines_per_table"] = round(registry_lines / args.tables, 1)
-        results["generated_files"] = len(generated) - 2  # dbt_project.yml, the registry file
+        results["generated_files"] = len(generated)
         results["onboard_seconds"] = round(time.monotonic() - started, 1)
 
         config = {

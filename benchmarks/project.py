@@ -3,8 +3,8 @@
 A small project is written to a scratch folder: the bronze Python model is this repo's own
 file (`python_models/bronze/northwind/bronze_northwind__customers.py`, the decoder behind it),
 the staging and silver models are the few lines docs/tables.md ("Add a table") asks for, and
-`macros/`, `profiles/` and `jars/` are links to this repo's. The project is named
-`cdc_lakehouse` like the real one, so `adapter.dispatch(..., 'cdc_lakehouse')` resolves.
+`profiles/` and `jars/` are links to this repo's. It uses the engine as a dbt package
+(dbt_package/, linked into `dbt_packages/` as `dbt deps` links a local package: link_package).
 
 Every dbt command runs in its own process against a private lakehouse folder
 (`CDC_LAKEHOUSE_DIR`), with `--target-path` and `--log-path` under it.
@@ -23,6 +23,7 @@ import yaml
 
 from benchmarks.generate import KEY, TOPIC
 from benchmarks.measure import Measured, run_measured
+from cdc_lakehouse.tables.generate import BRONZE_CONFIG
 
 REPO = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")
@@ -33,7 +34,8 @@ def project_config() -> dict[str, Any]:
     """The benchmark project's dbt_project.yml: the real project's layer settings (file format,
     materializations, strategies, table properties, hooks), so the benchmark measures what the
     real project runs, plus the bench source's landing settings."""
-    real = yaml.safe_load((REPO / "dbt_project.yml").read_text())["models"]["cdc_lakehouse"]
+    real_config = yaml.safe_load((REPO / "dbt_project.yml").read_text())
+    real = real_config["models"][real_config["name"]]
 
     def settings(layer: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in layer.items() if key.startswith("+")}
@@ -47,14 +49,13 @@ def project_config() -> dict[str, Any]:
         }
     }
     return {
-        "name": "cdc_lakehouse",
+        "name": "bench",
         "version": "0.1.0",
         "config-version": 2,
         "profile": "cdc_lakehouse",
         "model-paths": ["models", "python_models"],
-        "macro-paths": ["macros"],
         "models": {
-            "cdc_lakehouse": {
+            "bench": {
                 **settings(real),
                 "bronze": bronze,
                 "staging": settings(real["staging"]),
@@ -71,7 +72,7 @@ with source as (
 
 changes as (
     select
-        {{- cdc_staging_columns(ref('bronze_bench__items'), ['%(key)s']) }}
+        {{- cdc_lakehouse.cdc_staging_columns(ref('bronze_bench__items'), ['%(key)s']) }}
     from source
     where _cdc_reject_reason is null
 )
@@ -80,7 +81,7 @@ select * from changes
 """
 
 SILVER_SQL = """\
-{{ cdc_current_state(
+{{ cdc_lakehouse.cdc_current_state(
     ref('stg_bench__items_changes'),
     unique_key=['%(key)s'],
     delete_mode='hard',
@@ -91,6 +92,16 @@ SILVER = "silver.items"
 BRONZE = "bronze.bronze_bench__items"
 
 
+def link_package(project: Path) -> None:
+    """Make `project` use this repository's dbt package, as `packages.yml` with `local:` and
+    `dbt deps` do (dbt links a local package into dbt_packages/), without a dbt process."""
+    (project / "packages.yml").write_text(
+        yaml.safe_dump({"packages": [{"local": str(REPO / "dbt_package")}]})
+    )
+    (project / "dbt_packages").mkdir(exist_ok=True)
+    (project / "dbt_packages" / "cdc_lakehouse").symlink_to(REPO / "dbt_package")
+
+
 def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
     """Write the project to `folder` (kept if it exists) for a topic's `cdc_table` config."""
     folder = Path(folder)
@@ -98,8 +109,9 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dbt_project.yml").write_text(yaml.safe_dump(project_config(), sort_keys=False))
-    for name in ("macros", "profiles", "jars"):
+    for name in ("profiles", "jars"):
         (folder / name).symlink_to(REPO / name)
+    link_package(folder)
     bronze = folder / "python_models" / "bronze" / "bench"
     staging = folder / "models" / "staging" / "bench"
     silver = folder / "models" / "silver"
@@ -130,7 +142,12 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
     (bronze / "_bench__sources.yml").write_text(yaml.safe_dump(sources_yml, sort_keys=False))
     bronze_yml = {
         "version": 2,
-        "models": [{"name": "bronze_bench__items", "config": {"cdc_table": dict(cdc_table)}}],
+        "models": [
+            {
+                "name": "bronze_bench__items",
+                "config": {**BRONZE_CONFIG, "cdc_table": dict(cdc_table)},
+            }
+        ],
     }
     (bronze / "_bench__bronze.yml").write_text(yaml.safe_dump(bronze_yml, sort_keys=False))
     (staging / "stg_bench__items_changes.sql").write_text(STAGING_SQL % {"key": KEY})

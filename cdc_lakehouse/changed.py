@@ -54,22 +54,28 @@ PROJECT_PATHS = {
     "snapshot-paths": ["snapshots"],
     "test-paths": ["tests"],
     "analysis-paths": ["analyses"],
+    # the installed dbt packages: the engine's, linked there by `dbt deps`, is edited in place
+    "packages-install-path": "dbt_packages",
 }
 
 
 def project_digest(project: Path) -> str:
     """A digest of the files a build depends on besides the landing zone: dbt_project.yml,
-    selectors.yml, packages.yml, the registry and dbt's folders (contents and names)."""
+    selectors.yml, packages.yml, the registry, dbt's folders and the installed packages (contents
+    and names)."""
     import yaml
 
     config_file = project / "dbt_project.yml"
     config = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
     folders = [REGISTRY_DIR]
     for key, default in PROJECT_PATHS.items():
-        folders += (config or {}).get(key) or default
+        value = (config or {}).get(key) or default
+        folders += [value] if isinstance(value, str) else value
     files = [project / name for name in ("dbt_project.yml", "selectors.yml", "packages.yml")]
     for folder in folders:
-        files += (project / folder).rglob("*") if (project / folder).is_dir() else []
+        # os.walk follows the links `dbt deps` makes for local packages (rglob does not)
+        for parent, _, names in os.walk(project / folder, followlinks=True):
+            files += [Path(parent) / name for name in names]
     digest = hashlib.sha256()
     for path in sorted(set(files)):
         if path.is_file() and "__pycache__" not in path.parts:

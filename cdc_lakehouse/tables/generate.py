@@ -36,7 +36,7 @@ COMMAND = "make tables"
 OUTPUT_DIRS = ("python_models/bronze", "models/staging", "models/silver")
 SUFFIXES = (".py", ".sql", ".yml", ".md")
 
-# Pipeline columns each layer adds, documented once in models/cdc_columns.md.
+# Pipeline columns each layer adds, documented once in dbt_package/models/cdc_columns.md.
 BRONZE_COLUMNS = METADATA_COLUMNS  # what the decoder adds to every bronze row
 STAGING_COLUMNS = BRONZE_COLUMNS[:9]
 SILVER_COLUMNS = (
@@ -100,9 +100,7 @@ def landing(dbt):
 
 
 def model(dbt, session):
-    # dbt-core makes a Python model a table unless the model itself (or its yml entry) names
-    # the materialization; the folder config in dbt_project.yml is not enough.
-    dbt.config(materialized="incremental")
+    # Incremental, appending each run's new landing files: its entry in _{source}__bronze.yml.
     return flatten_model(
         dbt,
         session,
@@ -118,7 +116,7 @@ STAGING_SQL = """{header}with source as (
 
 changes as (
     select
-        {{{{- cdc_staging_columns(ref('{bronze}'), {key}) }}}}
+        {{{{- cdc_lakehouse.cdc_staging_columns(ref('{bronze}'), {key}) }}}}
     from source
     where _cdc_reject_reason is null
 )
@@ -134,13 +132,26 @@ SILVER_SQL = """{header}{{{{ {macro}(
 """
 
 REJECTS_SQL = """{header}with rejects as (
-    {{{{ cdc_union_rejects([
+    {{{{ cdc_lakehouse.cdc_union_rejects([
 {refs}
     ]) }}}}
 )
 
 select * from rejects
 """
+
+
+# What every generated bronze model is, in its yml entry (a Python model's code may hold no
+# Jinja, and dbt makes a Python model a table unless the model or its entry says otherwise):
+# incremental, each run appending the new landing files' rows; the post-hook records those
+# files' names, so the next run finds new files without scanning the table.
+BRONZE_CONFIG = {
+    "materialized": "incremental",
+    "incremental_strategy": "append",
+    "on_schema_change": "append_new_columns",
+    "tags": ["cdc_bronze"],
+    "post_hook": "{{ cdc_lakehouse.cdc_record_loaded_files() }}",
+}
 
 
 @dataclass(frozen=True)
@@ -225,12 +236,12 @@ def _bronze_entry(table: Table) -> dict[str, Any]:
             f"`{table.topic}`), decoded into typed columns; rejected lines kept with "
             "`_cdc_reject_reason`.",
         ),
-        "config": {"cdc_table": table.cdc_table},
+        "config": {**BRONZE_CONFIG, "cdc_table": table.cdc_table},
         "columns": _source_columns(table, None) + _pipeline(BRONZE_COLUMNS, "bronze"),
         "data_tests": [
-            "cdc_no_rejects",
-            "cdc_no_undecodable_changes",
-            "cdc_no_undeclared_fields",
+            "cdc_lakehouse.cdc_no_rejects",
+            "cdc_lakehouse.cdc_no_undecodable_changes",
+            "cdc_lakehouse.cdc_no_undeclared_fields",
         ],
     }
 
@@ -268,13 +279,13 @@ def _delete_text(table: Table, history: bool) -> str:
 
 def _silver_entry(table: Table) -> dict[str, Any]:
     single = len(table.key) == 1
-    tests: list[Any] = ["cdc_no_toast_placeholder"]
+    tests: list[Any] = ["cdc_lakehouse.cdc_no_toast_placeholder"]
     if table.delete_mode == "hard":
-        tests.append("cdc_hard_deletes_removed")
+        tests.append("cdc_lakehouse.cdc_hard_deletes_removed")
     if not single:
         tests.append(
             {
-                "unique_combination_of_columns": {
+                "cdc_lakehouse.unique_combination_of_columns": {
                     "arguments": {"combination_of_columns": list(table.key)}
                 }
             }
@@ -301,17 +312,17 @@ def _history_entry(table: Table) -> dict[str, Any]:
         ignored = f" A change of only {names} opens no version (`ignore_columns`)."
     tests: list[Any] = [
         {
-            "unique_combination_of_columns": {
+            "cdc_lakehouse.unique_combination_of_columns": {
                 "arguments": {"combination_of_columns": [*key, "_cdc_valid_from_seq"]}
             }
         },
-        {"cdc_history_intervals": {"arguments": {"unique_key": key}}},
+        {"cdc_lakehouse.cdc_history_intervals": {"arguments": {"unique_key": key}}},
         {
-            "cdc_history_matches_current_state": {
+            "cdc_lakehouse.cdc_history_matches_current_state": {
                 "arguments": {"current_state": f"ref('{table.silver_model}')"}
             }
         },
-        "cdc_no_toast_placeholder",
+        "cdc_lakehouse.cdc_no_toast_placeholder",
     ]
     # One current version per key: on a single-column key dbt's own `unique`, on the column
     # (where dbt users, and linters, look for a column's uniqueness); on a composite key over
@@ -325,7 +336,9 @@ def _history_entry(table: Table) -> dict[str, Any]:
         key_tests.append({"unique": one_current})
     else:
         combination = {"arguments": {"combination_of_columns": key}}
-        tests.insert(1, {"unique_combination_of_columns": {**one_current, **combination}})
+        tests.insert(
+            1, {"cdc_lakehouse.unique_combination_of_columns": {**one_current, **combination}}
+        )
     return {
         "name": table.history_model,
         "description": _described(
@@ -436,7 +449,7 @@ def _table_files(t: Table, registry: str) -> list[Output]:
         Output(f"models/staging/{t.source}/{t.staging_model}.sql", STAGING_SQL.format(**sql)),
         Output(
             f"models/silver/{t.silver_model}.sql",
-            SILVER_SQL.format(**sql, macro="cdc_current_state", extra=""),
+            SILVER_SQL.format(**sql, macro="cdc_lakehouse.cdc_current_state", extra=""),
         ),
     ]
     if t.history:
@@ -444,7 +457,7 @@ def _table_files(t: Table, registry: str) -> list[Output]:
         files.append(
             Output(
                 f"models/silver/history/{t.history_model}.sql",
-                SILVER_SQL.format(**sql, macro="cdc_history", extra=extra),
+                SILVER_SQL.format(**sql, macro="cdc_lakehouse.cdc_history", extra=extra),
             )
         )
     return files

@@ -47,7 +47,7 @@ final as (
     left join customer_versions
         on
             orders_placed.placed_customer_id = customer_versions.customer_id
-            and {{ cdc_valid_at('customer_versions', 'orders_placed.placed_at') }}
+            and {{ cdc_lakehouse.cdc_valid_at('customer_versions', 'orders_placed.placed_at') }}
 )
 
 select * from final

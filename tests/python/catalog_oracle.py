@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from dbt_scratch_project import project_skeleton
+from dbt_scratch_project import project_skeleton, user_project
 from lakehouse import REPO, read_export, run_dbt
 from oracle import REPORT
 
@@ -825,8 +825,12 @@ class CatalogOracle:
         schema: str = "public",
         sources: dict[str, bool] = SOURCES,
         ddl: bool = False,
+        user_project: bool = False,
     ) -> None:
         self.pg = pg
+        # True: the project is made as docs/package.md says, outside this repository, the engine
+        # added with packages.yml and `dbt deps` (dbt_scratch_project.user_project)
+        self.user_project = user_project
         self.root = root
         self.seed = seed
         self.schema = schema
@@ -895,7 +899,10 @@ class CatalogOracle:
     def onboard(self) -> None:
         """`from-postgres` for each source, then `generate`, as docs/tables.md ("Onboard a
         database")."""
-        project_skeleton(self.project)
+        if self.user_project:
+            user_project(self.project, hooks=["{{ cdc_lakehouse.cdc_export(results) }}"])
+        else:
+            project_skeleton(self.project)
         for source in self.sources:
             self.onboarding += self._tables(
                 "from-postgres", "--source", source, "--topic-prefix", source,

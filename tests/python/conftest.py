@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,6 +93,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # Under pytest-xdist (make test) the controller starts the report; its workers append to it.
     if not hasattr(session.config, "workerinput"):
         REPORT.unlink(missing_ok=True)
+        # The example project's dbt package (packages.yml), as `make install` links it: pytest
+        # run on its own finds it too.
+        from lakehouse import DBT, REPO
+
+        if not (REPO / "dbt_packages" / "cdc_lakehouse" / "dbt_project.yml").exists():
+            subprocess.run([str(DBT), "deps", "--quiet"], cwd=REPO, check=True)
 
 
 # Tiers (markers declared in pyproject.toml), so a developer runs what fits the loop at hand:

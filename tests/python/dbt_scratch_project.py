@@ -1,51 +1,47 @@
-"""A throw-away dbt project that reuses this repo's macros, for tests that need tables the
+"""A throw-away dbt project that uses this repo's dbt package, for tests that need tables the
 main project does not have (every Debezium sample variant, oracle tables...).
 
-It is named `cdc_lakehouse` like the real project so `adapter.dispatch(..., 'cdc_lakehouse')`
-resolves, and links the repo's macros, generic tests, profiles and jars.
+It links the package (as `dbt deps` links a local one), the repo's profiles and jars; the
+package's macros set what the generated models need, so its dbt_project.yml holds only what a
+user's does: schemas, the file format, the landing root and the export hook.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from lakehouse import REPO
+from lakehouse import DBT, REPO
 
+from benchmarks.project import link_package
 from cdc_lakehouse.tables.generate import write
 from cdc_lakehouse.tables.registry import REGISTRY_DIR
 
 PROJECT_YML = """
-name: cdc_lakehouse
+name: scratch
 version: "0.1.0"
 config-version: 2
 profile: cdc_lakehouse
 model-paths: ["models", "python_models"]
-macro-paths: ["macros"]
-test-paths: ["tests"]
 on-run-end:
-  - "{{ cdc_export(results) }}"
+  - "{{ cdc_lakehouse.cdc_export(results) }}"
 models:
-  cdc_lakehouse:
+  scratch:
     +file_format: iceberg
     bronze:
       +schema: bronze
-      +materialized: incremental
-      +incremental_strategy: append
-      +on_schema_change: append_new_columns
       +cdc_landing_root: "{{ var('cdc_landing_root', 'landing') }}"
     staging:
       +schema: staging
       +materialized: view
     silver:
       +schema: silver
-      +materialized: incremental
-      +incremental_strategy: cdc_merge
-      +post-hook: "{{ cdc_finalize_merge() }}"
-      history:
-        +incremental_strategy: cdc_history
 """
 
 SOURCE = "scratch"
@@ -88,12 +84,10 @@ def project_skeleton(root: Path) -> Path:
     """The project without tables: its registry and generated models are the caller's."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "dbt_project.yml").write_text(PROJECT_YML)
+    # generate_schema_name: the layers' schemas as named (bronze, silver), as in the example
     for name in ("macros", "profiles", "jars"):
         (root / name).symlink_to(REPO / name)
-    (root / "tests").symlink_to(REPO / "tests" / "dbt")
-    # the pipeline columns' doc blocks, which the generated yml files name
-    (root / "models").mkdir()
-    (root / "models" / "cdc_columns.md").symlink_to(REPO / "models" / "cdc_columns.md")
+    link_package(root)
     return root
 
 
@@ -111,3 +105,41 @@ def update_entry(project: Path, name: str, **settings: Any) -> None:
     doc = yaml.safe_load(registry_path(project).read_text())
     doc["tables"][name].update(settings)
     write_registry(project, doc["tables"])
+
+
+PACKAGE_DOC = REPO / "docs" / "package.md"
+
+
+def documented_block(title: str) -> str:
+    """The code block of docs/package.md titled `title` (```yaml title="..."), as a user copies
+    it: the test's project is the page's, so the page cannot drift from what works."""
+    text = PACKAGE_DOC.read_text()
+    match = re.search(rf'```\w+ title="{re.escape(title)}"\n(.*?)\n```', text, re.DOTALL)
+    assert match, f'{PACKAGE_DOC} has no block titled "{title}"'
+    return match.group(1) + "\n"
+
+
+def user_project(root: Path, *, hooks: list[str] = ()) -> Path:
+    """A dbt project as a user makes one outside this repository (docs/package.md): the page's
+    dbt_project.yml (with `hooks` added to its on-run-end), packages.yml naming the package
+    (`local:`, the page's alternative to `git:`), a real `dbt deps`, the example's
+    generate_schema_name, profiles and jars. No table until the registry gets one."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_load(documented_block("dbt_project.yml"))
+    config["on-run-end"] = [*config.get("on-run-end", []), *hooks]
+    (root / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    packages = {"packages": [{"local": str(REPO / "dbt_package")}]}
+    (root / "packages.yml").write_text(yaml.safe_dump(packages))
+    (root / "macros").mkdir()
+    shutil.copyfile(
+        REPO / "macros" / "generate_schema_name.sql", root / "macros" / "generate_schema_name.sql"
+    )
+    for name in ("profiles", "jars"):
+        (root / name).symlink_to(REPO / name)
+    result = subprocess.run(
+        [str(DBT), "deps"], cwd=root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "DBT_PROFILES_DIR": str(root / "profiles")},
+    )  # fmt: skip
+    assert result.returncode == 0, f"dbt deps failed:\n{result.stdout}{result.stderr}"
+    assert (root / "dbt_packages" / "cdc_lakehouse" / "dbt_project.yml").exists(), result.stdout
+    return root

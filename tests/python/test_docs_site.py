@@ -25,16 +25,16 @@ from selenium.webdriver.support.ui import WebDriverWait
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("empty-lakehouse")]
 
 ARTIFACTS = REPO / "artifacts"
-GOLD = "model.cdc_lakehouse.fct_orders"
+GOLD = "model.cdc_lakehouse_example.fct_orders"
 # One landing-to-dashboard path per source table fct_orders reads.
 PATHS = [
     [
-        f"source.cdc_lakehouse.landing_northwind.{entity}",
-        f"model.cdc_lakehouse.bronze_northwind__{entity}",
-        f"model.cdc_lakehouse.stg_northwind__{entity}_changes",
-        f"model.cdc_lakehouse.{entity}",
+        f"source.cdc_lakehouse_example.landing_northwind.{entity}",
+        f"model.cdc_lakehouse_example.bronze_northwind__{entity}",
+        f"model.cdc_lakehouse_example.stg_northwind__{entity}_changes",
+        f"model.cdc_lakehouse_example.{entity}",
         GOLD,
-        "exposure.cdc_lakehouse.sales_dashboard",
+        "exposure.cdc_lakehouse_example.sales_dashboard",
     ]
     for entity in ("orders", "order_details")
 ]

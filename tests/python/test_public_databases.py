@@ -1,5 +1,7 @@
 """Public sample databases that nobody here wrote (tests/fixtures/databases: pgexercises,
-Chinook), through the catalog-driven oracle (catalog_oracle.py), as a user would onboard them.
+Chinook), through the catalog-driven oracle (catalog_oracle.py), as a user would onboard them:
+into a dbt project of their own outside this repository, made as docs/package.md says (the
+engine added with packages.yml and `dbt deps`), tables the sample does not have.
 
 Each database is loaded as its authors published it. Whatever the capture refuses in it is
 asserted refused with its way out, then taken (pgexercises' tables are UNLOGGED: no WAL, no
@@ -33,7 +35,9 @@ def test_a_public_database_comes_out_of_the_lake_as_postgresql_has_it(
     name, seed = public_database
     with TemporaryPostgres(name) as pg:
         schema = load_database(pg, DATABASES / name)
-        oracle = CatalogOracle(pg, tmp_path, seed, schema=schema, sources={name: True}, ddl=True)
+        oracle = CatalogOracle(
+            pg, tmp_path, seed, schema=schema, sources={name: True}, ddl=True, user_project=True
+        )
         assert oracle.captured.keys() == oracle.tables.keys()  # every table has a key
         oracle.onboard()
         for table in _take_what_the_capture_refuses(pg, schema, tmp_path):

@@ -665,7 +665,7 @@ def test_a_failed_changed_tables_run_builds_only_its_unfinished_tables_again(
     both = ["source:landing_shop.accounts+", "source:landing_shop.invoices+"]
     assert changed.plan(project, str(landing), state)[0] == both
 
-    source = "source.cdc_lakehouse.landing_shop."
+    source = "source.p.landing_shop."
     results = [
         _result("success", "model.p.bronze_shop__accounts", source + "accounts"),
         _result("pass", "test.p.unique_accounts", "model.p.accounts"),

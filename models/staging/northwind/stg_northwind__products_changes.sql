@@ -6,7 +6,7 @@ with source as (
 
 changes as (
     select
-        {{- cdc_staging_columns(ref('bronze_northwind__products'), ['product_id']) }}
+        {{- cdc_lakehouse.cdc_staging_columns(ref('bronze_northwind__products'), ['product_id']) }}
     from source
     where _cdc_reject_reason is null
 )

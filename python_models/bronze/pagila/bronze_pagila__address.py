@@ -16,9 +16,7 @@ def landing(dbt):
 
 
 def model(dbt, session):
-    # dbt-core makes a Python model a table unless the model itself (or its yml entry) names
-    # the materialization; the folder config in dbt_project.yml is not enough.
-    dbt.config(materialized="incremental")
+    # Incremental, appending each run's new landing files: its entry in _pagila__bronze.yml.
     return flatten_model(
         dbt,
         session,

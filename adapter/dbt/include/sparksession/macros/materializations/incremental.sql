@@ -11,7 +11,18 @@
   {%- set grant_config = config.get('grants') -%}
 
   {%- set file_format = dbt_spark_validate_get_file_format(raw_file_format) -%}
-  {%- set strategy = dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) -%}
+  {#-- sparksession: a strategy dbt-spark does not know runs the macro dbt names for it,
+       get_incremental_<strategy>_sql(arg_dict), from the project or the cdc_lakehouse package
+       (sparksession_strategy_macro); dbt-spark hard-codes its own list. --#}
+  {%- set strategy_macro = sparksession_strategy_macro(raw_strategy) -%}
+  {%- if strategy_macro is not none -%}
+    {%- if file_format not in ('iceberg', 'delta', 'hudi') -%}
+      {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg', 'delta' or 'hudi', got " ~ file_format) }}
+    {%- endif -%}
+    {%- set strategy = raw_strategy -%}
+  {%- else -%}
+    {%- set strategy = dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) -%}
+  {%- endif -%}
 
   {#-- Set vars --#}
 
@@ -61,7 +72,8 @@
          again by every statement that reads it. A relation without a schema is a checkpoint
          in this process's session (sparksession_checkpoint_view); one with a schema, a table
          (a Thrift target has no session in this process). --#}
-    {%- set batch_table = sparksession_incremental_batch_table(strategy, target_relation) if language == 'sql' else none -%}
+    {%- set batch_table_macro = sparksession_package_macro('sparksession_incremental_batch_table') -%}
+    {%- set batch_table = batch_table_macro(strategy, target_relation) if language == 'sql' else none -%}
     {%- if batch_table is not none -%}
       {%- set tmp_relation = batch_table -%}
       {%- if not batch_table.include_policy.schema -%}
@@ -103,6 +115,12 @@
       {#-- sparksession: append fills the table's columns the batch lacks with NULL --#}
       {%- if strategy == 'append' -%}
         {{ sparksession_insert_into_sql(tmp_relation, target_relation) }}
+      {%- elif strategy_macro is not none -%}
+        {{ strategy_macro({
+            'target_relation': target_relation, 'temp_relation': tmp_relation,
+            'unique_key': unique_key, 'dest_columns': none,
+            'incremental_predicates': incremental_predicates,
+        }) }}
       {%- else -%}
         {{ dbt_spark_get_incremental_sql(strategy, tmp_relation, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endif -%}
@@ -158,9 +176,10 @@
 
 
 {#-- sparksession: the relation an incremental run of `relation` with `strategy` resolves its
-     batch into, or none for a temporary view (dbt-spark's way). A project overrides this macro by
-     name for its own strategies; the strategy then reads that relation and drops it: a table
-     (with a schema), or a temporary view without one (sparksession_checkpoint_view). --#}
+     batch into, or none for a temporary view (dbt-spark's way). A project or the cdc_lakehouse
+     package overrides this macro by name for its own strategies (sparksession_package_macro);
+     the strategy then reads that relation and drops it: a table (with a schema), or a temporary
+     view without one (sparksession_checkpoint_view). --#}
 {% macro sparksession_incremental_batch_table(strategy, relation) %}
   {{ return(none) }}
 {% endmacro %}
@@ -172,4 +191,30 @@
 {% macro sparksession_checkpoint_view(compiled_code, relation) %}
 from dbt.adapters.sparksession.python_submissions import checkpoint_view
 checkpoint_view(spark, {{ tojson(compiled_code) }}, {{ tojson(relation.identifier) }})
+{% endmacro %}
+
+
+{#-- sparksession: the macro `name` of the project, else of the cdc_lakehouse dbt package (an
+     adapter macro sees a package's macros only through its namespace), else none. --#}
+{% macro sparksession_package_macro(name, default=true) %}
+  {%- if context.get(name) is not none and context[name].macro.package_name != 'dbt_sparksession' -%}
+    {{ return(context[name]) }}
+  {%- endif -%}
+  {%- set package = context.get('cdc_lakehouse') -%}
+  {%- if package is not none and package.get(name) is not none -%}
+    {{ return(package[name]) }}
+  {%- endif -%}
+  {{ return(context.get(name) if default else none) }}
+{% endmacro %}
+
+
+{#-- sparksession: get_incremental_<strategy>_sql of the project or the cdc_lakehouse package
+     (dbt's name for a custom strategy's macro; it takes one dict: target_relation,
+     temp_relation, unique_key, dest_columns, incremental_predicates), or none: a strategy of
+     dbt-spark's own. --#}
+{% macro sparksession_strategy_macro(strategy) %}
+  {%- if strategy in ('append', 'merge', 'insert_overwrite', 'microbatch') -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {{ return(sparksession_package_macro('get_incremental_' ~ strategy ~ '_sql', default=false)) }}
 {% endmacro %}

@@ -1,6 +1,6 @@
 {#
   Body of an SCD type 2 history model:
-  `{{ cdc_history(ref('stg_<source>__<entity>_changes'), unique_key=[...], ignore_columns=[...], delete_mode='hard') }}`
+  `{{ cdc_lakehouse.cdc_history(ref('stg_<source>__<entity>_changes'), unique_key=[...], ignore_columns=[...], delete_mode='hard') }}`
   One row per version of each key, `valid_from` / `valid_to` from the source commit time (ties
   broken by `_cdc_seq`). `ignore_columns`: a change of only these columns opens no version (the
   version keeps the values it opened with). Delete mode as in silver: `soft` adds a deletion-marker
@@ -12,10 +12,13 @@
     {%- set mode = delete_mode or var('cdc_delete_mode', 'hard') -%}
     {%- set ignored = [ignore_columns] if ignore_columns is string else ignore_columns -%}
     {#- A version is a key and the sequence that opened it (Hudi's record key; see adapter hudi.sql). -#}
-    {{ config(unique_key=keys, cdc_delete_mode=mode, cdc_history_ignore_columns=ignored, hudi_record_key=keys + ['_cdc_valid_from_seq']) }}
-    {%- if execute and model.resource_type == 'model' and config.get('incremental_strategy') != 'cdc_history' -%}
-        {{ exceptions.raise_compiler_error(model.name ~ ": a cdc_history model needs incremental_strategy 'cdc_history'") }}
-    {%- endif -%}
+    {#- Incremental with the cdc_history strategy and cdc_finalize_merge as post-hook, as
+        cdc_current_state is with cdc_merge. -#}
+    {{ config(
+        materialized='incremental', incremental_strategy='cdc_history', on_schema_change='ignore',
+        post_hook='{{ cdc_lakehouse.cdc_finalize_merge() }}', unique_key=keys, cdc_delete_mode=mode,
+        cdc_history_ignore_columns=ignored, hudi_record_key=keys + ['_cdc_valid_from_seq'],
+    ) }}
     {{ return(adapter.dispatch('cdc_history', 'cdc_lakehouse')(changes, keys, ignored, mode)) }}
 {% endmacro %}
 
@@ -39,13 +42,13 @@
         {{ return(scope) }}
     {%- endif -%}
     {#- A newly declared column holds values of events already applied: every key. -#}
-    {%- set stored = cdc_source_column_names(this, attributes) -%}
-    {%- if cdc_has_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
+    {%- set stored = cdc_lakehouse.cdc_source_column_names(this, attributes) -%}
+    {%- if cdc_lakehouse.cdc_has_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
         {%- do scope.update({'all_keys': true}) -%}
         {{ return(scope) }}
     {%- endif -%}
-    {%- set key_list = cdc_column_list(keys) -%}
-    {%- set watermark = cdc_watermark(this) -%}
+    {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
+    {%- set watermark = cdc_lakehouse.cdc_watermark(this) -%}
     {%- set query -%}
         with
 
@@ -57,7 +60,7 @@
         key_change_keys as (
             select {{ key_list }}
             from {{ changes }}
-            where _cdc_op in ('c', 'd') and _cdc_seq in ({{ cdc_key_change_sequences(changes) }})
+            where _cdc_op in ('c', 'd') and _cdc_seq in ({{ cdc_lakehouse.cdc_key_change_sequences(changes) }})
         )
 
         select
@@ -82,8 +85,8 @@
 
 {% macro default__cdc_history(changes, keys, ignore_columns, delete_mode) %}
 {%- set q = adapter.quote -%}
-{%- set key_list = cdc_column_list(keys) -%}
-{%- set attributes = cdc_source_column_names(changes) | reject('in', keys) | list -%}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
+{%- set attributes = cdc_lakehouse.cdc_source_column_names(changes) | reject('in', keys) | list -%}
 {%- if execute -%}
     {%- for column in attributes if column in ('valid_from', 'valid_to', 'is_current') -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": source column " ~ column ~ " clashes with a history column") }}
@@ -94,13 +97,13 @@
 {%- endif -%}
 {%- set tracked = attributes | reject('in', ignore_columns) | list -%}
 {#- Versions of a key in true order (cdc_event_order). -#}
-{%- set by_key = cdc_by_key(keys) %}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys) %}
 
-{%- set scope = cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
+{%- set scope = cdc_lakehouse.cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
 {%- if scope is not none and scope.empty %}
 {#- Nothing landed since the last run: an empty batch of the table's shape; the strategy and
     the post-hook skip their work (no batch table, no MERGE, no watermark commit). -#}
-{{ cdc_batch_kind_note('nothing_new') }}
+{{ cdc_lakehouse.cdc_batch_kind_note('nothing_new') }}
 select
     *,
     cast(null as string) as _cdc_action,
@@ -108,10 +111,10 @@ select
 from {{ this }}
 where false
 {%- else %}
-{{ cdc_batch_kind_note('changes' if scope is not none else 'full') }}
+{{ cdc_lakehouse.cdc_batch_kind_note('changes' if scope is not none else 'full') }}
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
-{%- set key_changes = cdc_has_key_changes(changes) %}
+{%- set key_changes = cdc_lakehouse.cdc_has_key_changes(changes) %}
 
 with
 
@@ -120,7 +123,7 @@ changes as (
 ),
 
 {%- if scope is not none and not scope.all_keys %}
-{%- set checkpoint = cdc_history_scope_checkpoint(changes, keys, scope) %}
+{%- set checkpoint = cdc_lakehouse.cdc_history_scope_checkpoint(changes, keys, scope) %}
 {%- if checkpoint is not none %}
 
 scoped_changes as (
@@ -128,7 +131,7 @@ scoped_changes as (
 ),
 {%- else %}
 
-{{ cdc_history_scoped_changes(keys, scope) }},
+{{ cdc_lakehouse.cdc_history_scoped_changes(keys, scope) }},
 {%- endif %}
 {%- else %}
 
@@ -150,15 +153,15 @@ events as (
         {%- endfor %}
         _cdc_op,
         _cdc_seq,
-        {{ cdc_event_origin_columns() | join(', ') }},
+        {{ cdc_lakehouse.cdc_event_origin_columns() | join(', ') }},
         split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable
     from (
-        {{ cdc_first_copies('scoped_events', keys) }}
+        {{ cdc_lakehouse.cdc_first_copies('scoped_events', keys) }}
     ) as first_copies
 ),
 
 truncates as (
-    {{ cdc_truncates('scoped_changes') }}
+    {{ cdc_lakehouse.cdc_truncates('scoped_changes') }}
 ),
 
 key_starts as (
@@ -182,7 +185,7 @@ timeline as (
         {%- endfor %}
         't' as _cdc_op,
         truncates._cdc_seq,
-        {%- for column in cdc_event_origin_columns() %}
+        {%- for column in cdc_lakehouse.cdc_event_origin_columns() %}
         truncates.{{ column }},
         {%- endfor %}
         cast(array() as array<string>) as _cdc_unavailable
@@ -203,12 +206,12 @@ dated as (
 {#- Each event's key generation (a delete or a truncate starts a new one) and the latest value
     sent for each column in it, skipping unchanged-TOAST placeholders and closing events. -#}
 carried as (
-    {{ cdc_carried_events('dated', keys, attributes) }}
+    {{ cdc_lakehouse.cdc_carried_events('dated', keys, attributes) }}
 ),
 
 {%- if key_changes %}
 
-{{ cdc_key_change_ctes('carried', keys, attributes) }}
+{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, attributes) }}
 {%- endif %}
 
 {#- Every event with its full row image; closing events carry the last values of the key. -#}
@@ -218,11 +221,11 @@ resolved as (
         carried.{{ q(column) }},
         {%- endfor %}
         {%- for column in attributes %}
-        {{ cdc_resolved_value('carried', column, links='links' if key_changes else none) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('carried', column, links='links' if key_changes else none) }} as {{ q(column) }},
         {%- endfor %}
         carried._cdc_op,
         carried._cdc_seq,
-        {%- for column in cdc_event_origin_columns() %}
+        {%- for column in cdc_lakehouse.cdc_event_origin_columns() %}
         carried.{{ column }},
         {%- endfor %}
         carried._cdc_previous_op,
@@ -230,7 +233,7 @@ resolved as (
     from carried
     {%- if key_changes %}
     left join key_changes as links
-        on links._cdc_node = {{ cdc_key_node('carried', keys) }}
+        on links._cdc_node = {{ cdc_lakehouse.cdc_key_node('carried', keys) }}
     {%- endif %}
 ),
 
@@ -281,7 +284,7 @@ versions as (
         _cdc_op,
         _cdc_seq as _cdc_valid_from_seq,
         _cdc_next_seq as _cdc_valid_to_seq,
-        {{ cdc_event_origin_columns() | join(', ') }}
+        {{ cdc_lakehouse.cdc_event_origin_columns() | join(', ') }}
     from intervals
     {%- if delete_mode != 'soft' %}
     where _cdc_op not in ('d', 't')
@@ -315,12 +318,12 @@ select * from final
   Point-in-time read: a select of the state of each key of history model `history` (a relation)
   as of `as_of` (a SQL timestamp expression, e.g. "timestamp'2024-06-04 12:00:00'"): the version
   live at that instant, deleted keys left out. Same columns as the history model.
-  `{{ cdc_as_of(ref('customers_history'), "timestamp'2024-06-04 12:00:00'") }}`
+  `{{ cdc_lakehouse.cdc_as_of(ref('customers_history'), "timestamp'2024-06-04 12:00:00'") }}`
 #}
 {% macro cdc_as_of(history, as_of) %}
     select *
     from {{ history }} as history
-    where {{ cdc_valid_at('history', as_of) }}
+    where {{ cdc_lakehouse.cdc_valid_at('history', as_of) }}
 {%- endmacro %}
 
 
@@ -345,12 +348,12 @@ select * from final
 {#- Source columns of history model `relation` that a current-state model must match: all but
     the interval columns and its ignored columns. -#}
 {% macro cdc_history_compared_columns(relation) %}
-    {%- set ignored = cdc_history_ignore_columns_of(relation) -%}
+    {%- set ignored = cdc_lakehouse.cdc_history_ignore_columns_of(relation) -%}
     {%- set columns = [] -%}
     {%- if execute -%}
         {%- for column in adapter.get_columns_in_relation(relation) -%}
             {%- set name = column.name -%}
-            {%- if not name.startswith('_cdc_') and name not in cdc_history_interval_columns() + ignored -%}
+            {%- if not name.startswith('_cdc_') and name not in cdc_lakehouse.cdc_history_interval_columns() + ignored -%}
                 {%- do columns.append(adapter.quote(name)) -%}
             {%- endif -%}
         {%- endfor -%}
@@ -361,7 +364,7 @@ select * from final
 
 {#- The `cdc_history_ignore_columns` config of the history model behind `relation` (for tests). -#}
 {% macro cdc_history_ignore_columns_of(relation) %}
-    {%- set node = cdc_model_node_of(relation) -%}
+    {%- set node = cdc_lakehouse.cdc_model_node_of(relation) -%}
     {%- set ignored = (node.config.get('cdc_history_ignore_columns') if node else none) or [] -%}
     {{ return([ignored] if ignored is string else ignored) }}
 {% endmacro %}
@@ -373,16 +376,16 @@ select * from final
     their TOAST values flow between them) are recomputed from their whole change log, with every
     truncate. -#}
 {% macro cdc_history_scoped_changes(keys, scope) %}
-{%- set key_list = cdc_column_list(keys) -%}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
 affected_keys as (
     select distinct {{ key_list }}
     from changes
-    where _cdc_loaded_at > {{ scope.get('watermark') or cdc_watermark(this) }} and _cdc_op != 't'
+    where _cdc_loaded_at > {{ scope.get('watermark') or cdc_lakehouse.cdc_watermark(this) }} and _cdc_op != 't'
     {%- if scope.linked_keys %}
     union
     select {{ key_list }}
     from changes
-    left semi join ({{ cdc_key_change_sequences('changes') }}) as key_change_seqs using (_cdc_seq)
+    left semi join ({{ cdc_lakehouse.cdc_key_change_sequences('changes') }}) as key_change_seqs using (_cdc_seq)
     where _cdc_op in ('c', 'd')
     {%- endif %}
 ),
@@ -411,13 +414,13 @@ scoped_changes as (
     {%- if not execute or flags.WHICH not in ('build', 'run') or target.method != 'session' or not scope.get('queried', false) -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set view = cdc_history_scope_relation(this) -%}
+    {%- set view = cdc_lakehouse.cdc_history_scope_relation(this) -%}
     {%- set query -%}
         with
         changes as (
             select * from {{ changes }}
         ),
-        {{ cdc_history_scoped_changes(keys, scope) }}
+        {{ cdc_lakehouse.cdc_history_scoped_changes(keys, scope) }}
         select * from scoped_changes
     {%- endset -%}
     {%- do adapter.checkpoint_view(query, view) -%}
@@ -427,5 +430,5 @@ scoped_changes as (
 
 {#- The session's temporary view of a history model's scoped changes. -#}
 {% macro cdc_history_scope_relation(relation) %}
-    {{ return(cdc_session_view(relation, 'cdc_scope')) }}
+    {{ return(cdc_lakehouse.cdc_session_view(relation, 'cdc_scope')) }}
 {% endmacro %}

@@ -18,11 +18,11 @@
     id of its `main` branch, Delta's log version, Hudi's newest completed instant (a
     yyyyMMddHHmmssSSS time, as a number). None for a table with no commit yet. -#}
 {% macro cdc_table_version(relation) %}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {%- set rows = run_query("call show_commits(table => '" ~ relation ~ "', limit => 1)").rows -%}
         {{ return(rows[0]['commit_time'] | int if rows | length > 0 else none) }}
     {%- endif -%}
-    {%- if cdc_table_format() == 'delta' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
         {%- set rows = run_query("describe history " ~ relation ~ " limit 1").rows -%}
         {{ return(rows[0]['version'] if rows | length > 0 else none) }}
     {%- endif -%}
@@ -37,11 +37,11 @@
     dropped first, so the replace is not atomic on Hudi (the working tables this serves are
     rebuilt by the next run if one stops between the two). -#}
 {% macro cdc_create_or_replace_table(relation) %}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {%- do run_query("drop table if exists " ~ relation ~ " purge") -%}
         {%- do cdc_clear_orphan_table_folder(relation) -%}
         create table {{ relation }} using hudi
     {%- else -%}
-        create or replace table {{ relation }} using {{ cdc_table_format() }}
+        create or replace table {{ relation }} using {{ cdc_lakehouse.cdc_table_format() }}
     {%- endif -%}
 {% endmacro %}

@@ -13,7 +13,7 @@
 
 
 {% macro cdc_watermark(relation) %}
-    {%- set value = cdc_watermark_value(relation) -%}
+    {%- set value = cdc_lakehouse.cdc_watermark_value(relation) -%}
     {{ return("timestamp'" ~ (value or '1970-01-01 00:00:00') ~ "'") }}
 {% endmacro %}
 
@@ -32,8 +32,8 @@
     where a run whose batch kept no row moves the watermark (its events were read all the same). -#}
 {% macro cdc_newest_loaded_since_watermark(relation) %}
     {{ return(run_query(
-        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()
-        ~ " where _cdc_loaded_at > " ~ cdc_watermark(relation)
+        "select cast(max(_cdc_loaded_at) as string) from " ~ cdc_lakehouse.cdc_upstream_change_log()
+        ~ " where _cdc_loaded_at > " ~ cdc_lakehouse.cdc_watermark(relation)
     ).rows[0][0]) }}
 {% endmacro %}
 
@@ -44,8 +44,8 @@
 #}
 {% macro cdc_set_watermark_sql(relation, max_query, run=none) %}
     {%- set found = run_query("select cast((" ~ max_query ~ ") as string)").rows[0][0] -%}
-    {%- set value = found or cdc_watermark_value(relation) or '1970-01-01 00:00:00' -%}
-    {{ return(cdc_watermark_sql(relation, value, run)) }}
+    {%- set value = found or cdc_lakehouse.cdc_watermark_value(relation) or '1970-01-01 00:00:00' -%}
+    {{ return(cdc_lakehouse.cdc_watermark_sql(relation, value, run)) }}
 {% endmacro %}
 
 
@@ -72,10 +72,10 @@
   the same shape while the tombstone table does not exist yet.
 #}
 {% macro cdc_tombstones_query(relation, key_columns) %}
-    {%- set tombstones = cdc_tombstones_relation(relation) -%}
+    {%- set tombstones = cdc_lakehouse.cdc_tombstones_relation(relation) -%}
     {%- set existing = adapter.get_relation(tombstones.database, tombstones.schema, tombstones.identifier) if execute else none -%}
     {%- if existing is not none -%}
-        {{ return("select " ~ cdc_column_list(key_columns) ~ ", _cdc_seq from " ~ tombstones) }}
+        {{ return("select " ~ cdc_lakehouse.cdc_column_list(key_columns) ~ ", _cdc_seq from " ~ tombstones) }}
     {%- endif -%}
     {%- set select_list = [] -%}
     {%- for column in key_columns -%}
@@ -86,15 +86,15 @@
 
 
 {% macro cdc_create_tombstones(relation, key_columns) %}
-    {%- set tombstones = cdc_tombstones_relation(relation) -%}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- set tombstones = cdc_lakehouse.cdc_tombstones_relation(relation) -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi refuses to create a table where a killed create left files (see
             cdc_create_or_replace_table). -#}
         {%- do cdc_clear_orphan_table_folder(tombstones) -%}
     {%- endif -%}
     {% call statement('cdc_create_tombstones') %}
         create table if not exists {{ tombstones }}
-        using {{ cdc_table_format() }}
+        using {{ cdc_lakehouse.cdc_table_format() }}
         as
         select
             {% for column in key_columns %}{{ adapter.quote(column) }}, {% endfor %}
@@ -109,7 +109,7 @@
 
 {#
   The change log a silver or history model reads: its single upstream model. `node`: the
-  model's graph node (default: the model being run; a test passes cdc_model_node_of(...)).
+  model's graph node (default: the model being run; a test passes cdc_lakehouse.cdc_model_node_of(...)).
 #}
 {% macro cdc_upstream_change_log(node=none) %}
     {%- set node = node or model -%}
@@ -143,19 +143,19 @@
 {%- if not execute -%}
     {{ return('select 1 where false') }}
 {%- endif -%}
-{%- set node = cdc_model_node_of(relation) -%}
+{%- set node = cdc_lakehouse.cdc_model_node_of(relation) -%}
 {%- set keys = (node.config.get('unique_key') if node else none) or [] -%}
 {%- set keys = [keys] if keys is string else keys -%}
 {%- if not keys -%}
-    {{ exceptions.raise_compiler_error(relation ~ ": cdc_hard_deletes_removed needs a model built by cdc_current_state (unique_key)") }}
+    {{ exceptions.raise_compiler_error(relation ~ ": cdc_hard_deletes_removed needs a model built by cdc_lakehouse.cdc_current_state (unique_key)") }}
 {%- endif -%}
-{%- set key_list = cdc_column_list(keys) %}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) %}
 with
 
 applied as (
     select *
-    from {{ cdc_upstream_change_log(node) }}
-    where _cdc_loaded_at <= {{ cdc_watermark(relation) }}
+    from {{ cdc_lakehouse.cdc_upstream_change_log(node) }}
+    where _cdc_loaded_at <= {{ cdc_lakehouse.cdc_watermark(relation) }}
 ),
 
 last_deletes as (

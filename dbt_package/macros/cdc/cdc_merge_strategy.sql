@@ -1,30 +1,4 @@
 {#
-  Route the custom `cdc_merge` (silver) and `cdc_history` (history models) incremental strategies
-  through dbt-spark's incremental materialization, which hard-codes its strategy list. Any other
-  strategy goes to dbt-spark.
-#}
-{% macro dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) %}
-    {%- if raw_strategy in ('cdc_merge', 'cdc_history') -%}
-        {%- if file_format not in ('iceberg', 'delta', 'hudi') -%}
-            {{ exceptions.raise_compiler_error("incremental_strategy '" ~ raw_strategy ~ "' needs file_format 'iceberg', 'delta' or 'hudi', got " ~ file_format) }}
-        {%- endif -%}
-        {{ return(raw_strategy) }}
-    {%- endif -%}
-    {{ return(dbt.dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format)) }}
-{% endmacro %}
-
-
-{% macro dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates) %}
-    {%- if strategy == 'cdc_merge' -%}
-        {{ return(get_incremental_cdc_merge_sql(source, target, unique_key)) }}
-    {%- elif strategy == 'cdc_history' -%}
-        {{ return(get_incremental_cdc_history_sql(source, target)) }}
-    {%- endif -%}
-    {{ return(dbt.dbt_spark_get_incremental_sql(strategy, source, target, existing, unique_key, incremental_predicates)) }}
-{% endmacro %}
-
-
-{#
   Apply a resolved batch (the model's incremental select, see cdc_resolve_batch) to silver:
   add new source columns, merge upserts and deletes, apply a truncate, remember deletes as
   tombstones, and return the statement that moves the watermark, so it runs last.
@@ -33,15 +7,16 @@
   silver are appended. With silver's merge-on-read table properties (dbt_project.yml) the MERGE
   writes delete files and new rows instead of rewriting every data file a batch touches.
 #}
-{% macro get_incremental_cdc_merge_sql(source, target, unique_key) %}
-    {{ return(adapter.dispatch('get_incremental_cdc_merge_sql', 'cdc_lakehouse')(source, target, unique_key)) }}
+{% macro get_incremental_cdc_merge_sql(arg_dict) %}
+    {%- set source, target = arg_dict['temp_relation'], arg_dict['target_relation'] -%}
+    {{ return(adapter.dispatch('get_incremental_cdc_merge_sql', 'cdc_lakehouse')(source, target, arg_dict['unique_key'])) }}
 {% endmacro %}
 
 
 {% macro default__get_incremental_cdc_merge_sql(source, target, unique_key) %}
-{%- set keys = cdc_key_columns() -%}
-{%- set soft = cdc_delete_mode() == 'soft' -%}
-{%- set kind = cdc_strategy_batch_kind('cdc_merge', 'cdc_current_state', ['changes', 'replace']) -%}
+{%- set keys = cdc_lakehouse.cdc_key_columns() -%}
+{%- set soft = cdc_lakehouse.cdc_delete_mode() == 'soft' -%}
+{%- set kind = cdc_lakehouse.cdc_strategy_batch_kind('cdc_merge', 'cdc_current_state', ['changes', 'replace']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
@@ -51,15 +26,15 @@
 {%- endfor -%}
 
 {#- Columns added at the source, and types widened there, reach silver; older rows read null. -#}
-{%- set columns = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
+{%- set columns = cdc_lakehouse.cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_target_exists', '_cdc_batch_loaded_at']) -%}
 
-{%- set batch = cdc_batch_table(source, target) -%}
+{%- set batch = cdc_lakehouse.cdc_batch_table(source, target) -%}
 
 {#- A late event made the model resolve the whole change log (cdc_late_changes_found): the
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
     are rebuilt from the log. -#}
 {%- if kind == 'replace' %}
-    {%- set hudi = cdc_table_format() == 'hudi' -%}
+    {%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
     {%- if hudi %}
     {#- Hudi 1.0 accepts `when not matched by source then delete` and ignores it: no row is
         deleted (seen with hudi-spark3.5-bundle 1.0.2). The keys silver holds and the result
@@ -99,10 +74,10 @@
         {%- endif %}
     {% endcall %}
     {% call statement('cdc_rebuild_tombstones') %}
-        {{ cdc_rebuild_tombstones_sql(target, cdc_upstream_change_log(), keys) }}
+        {{ cdc_lakehouse.cdc_rebuild_tombstones_sql(target, cdc_lakehouse.cdc_upstream_change_log(), keys) }}
     {% endcall %}
-    {%- set newest = run_query("select cast(max(_cdc_loaded_at) as string) from " ~ cdc_upstream_change_log()).rows[0][0] -%}
-    {{ return(cdc_watermark_sql(target, newest, {'kind': 'replace'})) }}
+    {%- set newest = run_query("select cast(max(_cdc_loaded_at) as string) from " ~ cdc_lakehouse.cdc_upstream_change_log()).rows[0][0] -%}
+    {{ return(cdc_lakehouse.cdc_watermark_sql(target, newest, {'kind': 'replace'})) }}
 {%- endif %}
 
 {#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
@@ -128,7 +103,7 @@
     alone, or before the update, the matched rows are silently kept (seen here; the update-first
     order worked, but no documented rule says so). On Hudi the deletes are a DELETE statement
     of their own, the MERGE only updates. -#}
-{%- set hudi = cdc_table_format() == 'hudi' -%}
+{%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
 {%- if hudi and not soft and counts['deletes'] > 0 %}
 {% call statement('cdc_delete') %}
     delete from {{ target }} as target
@@ -163,8 +138,8 @@
 
 {%- if counts['to_append'] > 0 %}
 {% call statement('cdc_insert') %}
-    insert into {{ target }} ({{ cdc_column_list(columns) }})
-    select {{ cdc_column_list(columns) }}
+    insert into {{ target }} ({{ cdc_lakehouse.cdc_column_list(columns) }})
+    select {{ cdc_lakehouse.cdc_column_list(columns) }}
     from {{ batch }}
     where _cdc_action in {{ new_actions }} and not _cdc_target_exists
 {% endcall %}
@@ -193,7 +168,7 @@
 {%- endif %}
 
 {%- if truncate_seq is not none or (counts['deletes'] > 0 and not soft) %}
-{%- set tombstones = cdc_create_tombstones(target, keys) -%}
+{%- set tombstones = cdc_lakehouse.cdc_create_tombstones(target, keys) -%}
 {#- Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key
     deleted again just gets a second row, and the write costs what the batch holds. -#}
 {% call statement('cdc_tombstones') %}
@@ -210,13 +185,13 @@
 {#- An empty batch: every event read was older than what silver holds (late files), so none
     survived. The watermark still moves past them, or every later run would read them again. -#}
 {%- if newest is none -%}
-    {%- set newest = cdc_newest_loaded_since_watermark(target) -%}
+    {%- set newest = cdc_lakehouse.cdc_newest_loaded_since_watermark(target) -%}
 {%- endif -%}
 {#- The watermark moves last. -#}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
-{{ return(cdc_watermark_sql(target, newest, run)) }}
+{{ return(cdc_lakehouse.cdc_watermark_sql(target, newest, run)) }}
 {% endmacro %}
 
 
@@ -228,7 +203,7 @@
     the model's. The post-hook (cdc_finalize_merge) drops it. -#}
 {% macro cdc_batch_relation(relation) %}
     {%- if target.method == 'session' -%}
-        {{ return(cdc_session_view(relation, 'cdc_batch')) }}
+        {{ return(cdc_lakehouse.cdc_session_view(relation, 'cdc_batch')) }}
     {%- endif -%}
     {{ return(relation.incorporate(path={"identifier": relation.identifier ~ '__cdc_batch'}, type='table')) }}
 {% endmacro %}
@@ -254,8 +229,8 @@
     deleted). A checkpoint (or a table) holds the rows computed once. A run with nothing new
     keeps dbt-spark's temporary view: its select is empty and the strategy writes nothing. -#}
 {% macro sparksession_incremental_batch_table(strategy, relation) %}
-    {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_batch_kind() not in (none, 'nothing_new') -%}
-        {{ return(cdc_batch_relation(relation)) }}
+    {%- if strategy in ('cdc_merge', 'cdc_history') and cdc_lakehouse.cdc_batch_kind() not in (none, 'nothing_new') -%}
+        {{ return(cdc_lakehouse.cdc_batch_relation(relation)) }}
     {%- endif -%}
     {{ return(none) }}
 {% endmacro %}
@@ -263,7 +238,7 @@
 
 {#- The batch a strategy was handed: the batch table (sparksession_incremental_batch_table). -#}
 {% macro cdc_batch_table(source, target) %}
-    {%- set batch = cdc_batch_relation(target) -%}
+    {%- set batch = cdc_lakehouse.cdc_batch_relation(target) -%}
     {%- if source.identifier != batch.identifier -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": the batch of an incremental CDC run is " ~ batch ~ ", got " ~ source ~ " (see sparksession_incremental_batch_table)") }}
     {%- endif -%}

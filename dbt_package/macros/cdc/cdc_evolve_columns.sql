@@ -47,7 +47,7 @@
     {%- set query -%}
         select 1
         from {{ changes }}
-        where _cdc_loaded_at <= {{ cdc_watermark(this) }} and ({{ held | join(' or ') }})
+        where _cdc_loaded_at <= {{ cdc_lakehouse.cdc_watermark(this) }} and ({{ held | join(' or ') }})
         limit 1
     {%- endset -%}
     {{ return(run_query(query).rows | length > 0) }}

@@ -69,23 +69,23 @@
   (Delta's merge-on-read deletes) point at.
 #}
 {% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog') %}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi: clustering bin-packs the small files of every file group into files of
             `target_file_size_mb` (default Hudi's 1 GiB). The project's Hudi tables are
             copy-on-write: no delete files or logs to fold in. -#}
         {%- set options = ["hoodie.clustering.plan.strategy.small.file.limit=" ~ ((target_file_size_mb or 1024) * 1048576) | int,
                            "hoodie.clustering.plan.strategy.target.file.max.bytes=" ~ ((target_file_size_mb or 1024) * 1048576) | int] -%}
-        {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
             {%- set result = run_query("call run_clustering(table => '" ~ table ~ "', options => '" ~ options | join(',') ~ "')") -%}
             {{ log(table ~ ': clustering ' ~ (result.rows | length) ~ ' plan(s) run', info=True) }}
         {%- endfor -%}
         {{ return('') }}
     {%- endif -%}
-    {%- if cdc_table_format() == 'delta' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
         {%- if target_file_size_mb is not none -%}
             {%- do run_query("set spark.databricks.delta.optimize.maxFileSize = " ~ (target_file_size_mb * 1048576) | int) -%}
         {%- endif -%}
-        {%- for table in cdc_maintenance_tables(tables) -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
             {%- set result = run_query("optimize " ~ table) -%}
             {%- set metrics = result.rows[0]['metrics'] if result.rows | length > 0 else none -%}
             {{ log(table ~ ': optimize ' ~ (metrics | string if metrics is not none else 'done'), info=True) }}
@@ -98,10 +98,10 @@
     {%- if target_file_size_mb is not none -%}
         {%- do options.append("'target-file-size-bytes', '" ~ (target_file_size_mb * 1048576) | int ~ "'") -%}
     {%- endif -%}
-    {%- for table in cdc_maintenance_tables(tables) -%}
-        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_data_files(table => '"
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+        {%- do cdc_lakehouse.cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_data_files(table => '"
             ~ table ~ "', options => map(" ~ options | join(', ') ~ "))") -%}
-        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_position_delete_files(table => '"
+        {%- do cdc_lakehouse.cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_position_delete_files(table => '"
             ~ table ~ "', options => map('rewrite-all', 'true'))") -%}
     {%- endfor -%}
 {% endmacro %}
@@ -116,7 +116,7 @@
   `delta.logRetentionDuration`). See cdc_delta_vacuum.
 #}
 {% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog') %}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi: the cleaner deletes the file versions that no retained commit reads: those
             older than `older_than` (KEEP_LATEST_BY_HOURS), else all but the last
             `retain_last` commits' (KEEP_LATEST_COMMITS). -#}
@@ -126,21 +126,21 @@
         {%- else -%}
             {%- set args = "clean_policy => 'KEEP_LATEST_COMMITS', retain_commits => " ~ ([retain_last, 1] | max) -%}
         {%- endif -%}
-        {%- for table in cdc_maintenance_tables(tables) -%}
-            {%- do cdc_call_procedure(table, "call run_clean(table => '" ~ table ~ "', " ~ args ~ ")") -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+            {%- do cdc_lakehouse.cdc_call_procedure(table, "call run_clean(table => '" ~ table ~ "', " ~ args ~ ")") -%}
         {%- endfor -%}
         {{ return('') }}
     {%- endif -%}
-    {%- if cdc_table_format() == 'delta' -%}
-        {%- do cdc_delta_vacuum(tables, older_than, false) -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
+        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, false) -%}
         {{ return('') }}
     {%- endif -%}
-    {%- for table in cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
         {%- set args = ["table => '" ~ table ~ "'", "retain_last => " ~ retain_last] -%}
         {%- if older_than is not none -%}
             {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
         {%- endif -%}
-        {%- do cdc_call_procedure(table, "call " ~ catalog ~ ".system.expire_snapshots(" ~ args | join(', ') ~ ")") -%}
+        {%- do cdc_lakehouse.cdc_call_procedure(table, "call " ~ catalog ~ ".system.expire_snapshots(" ~ args | join(', ') ~ ")") -%}
     {%- endfor -%}
 {% endmacro %}
 
@@ -154,16 +154,16 @@
   `dry_run`.
 #}
 {% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog') %}
-    {%- if cdc_table_format() == 'hudi' -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {{ exceptions.raise_compiler_error("cdc_remove_orphan_files: Hudi has no such procedure, and needs none: "
             ~ "a failed write's files are rolled back by Hudi on the next write to the table, and "
             ~ "superseded files are removed by its cleaner (dbt run-operation cdc_expire_snapshots)") }}
     {%- endif -%}
-    {%- if cdc_table_format() == 'delta' -%}
-        {%- do cdc_delta_vacuum(tables, older_than, dry_run) -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
+        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, dry_run) -%}
         {{ return('') }}
     {%- endif -%}
-    {%- for table in cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
         {%- set args = ["table => '" ~ table ~ "'", "dry_run => " ~ (dry_run | string | lower)] -%}
         {%- if older_than is not none -%}
             {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
@@ -188,7 +188,7 @@
         {%- set hours = run_query("select cast(ceil((unix_timestamp(current_timestamp()) - unix_timestamp(timestamp '" ~ older_than ~ "')) / 3600) as bigint)").rows[0][0] -%}
         {%- set retain = ' retain ' ~ ([hours, 0] | max) ~ ' hours' -%}
     {%- endif -%}
-    {%- for table in cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
         {%- set result = run_query("vacuum " ~ table ~ retain ~ (" dry run" if dry_run else "")) -%}
         {{ log(table ~ ': vacuum' ~ retain ~ (': ' ~ (result.rows | length) ~ ' file(s) would be deleted' if dry_run else ' done'), info=True) }}
     {%- endfor -%}

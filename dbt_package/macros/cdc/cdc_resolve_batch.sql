@@ -22,8 +22,8 @@
 {% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true, key_changes=true) %}
 {%- set q = adapter.quote -%}
 {%- set keys = key_columns | map('trim') | list -%}
-{%- set key_list = cdc_column_list(keys) -%}
-{%- set by_key = cdc_by_key(keys) -%}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys) -%}
 {%- set target_only = target_attribute_columns | reject('in', attribute_columns) | reject('in', keys) | list -%}
 
 with
@@ -79,7 +79,7 @@ key_tombstones as (
 {%- endif %}
 
 truncates as (
-    {{ cdc_truncates('batch') }}
+    {{ cdc_lakehouse.cdc_truncates('batch') }}
 ),
 
 truncate_floor as (
@@ -114,12 +114,12 @@ candidate_copies as (
 
 {#- Redelivered copies of an event collapse to the first delivered. -#}
 candidates as (
-    {{ cdc_first_copies('candidate_copies', keys) }}
+    {{ cdc_lakehouse.cdc_first_copies('candidate_copies', keys) }}
 ),
 
 {%- if carry %}
 carried as (
-    {{ cdc_carried_events('candidates', keys, attribute_columns) }}
+    {{ cdc_lakehouse.cdc_carried_events('candidates', keys, attribute_columns) }}
 ),
 
 winners as (
@@ -134,7 +134,7 @@ winners as (
     sequence; an unchanged TOAST value of the new key's generation is found under the old key
     (in the batch, or in silver), or, when the old key itself came from a key change in this
     batch, further up that chain. -#}
-{{ cdc_key_change_ctes('carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
+{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
 
 {#- Broadcast: key changes are few, and the winners are then not shuffled again. -#}
 resolved as (
@@ -143,12 +143,12 @@ resolved as (
         winners.{{ q(column) }},
         {%- endfor %}
         {%- for column in attribute_columns %}
-        {{ cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns) }} as {{ q(column) }},
         {%- endfor %}
-        {{- cdc_winner_columns(target_only, target is not none) }}
+        {{- cdc_lakehouse.cdc_winner_columns(target_only, target is not none) }}
     from winners
     left join key_changes as links
-        on links._cdc_node = {{ cdc_key_node('winners', keys) }}
+        on links._cdc_node = {{ cdc_lakehouse.cdc_key_node('winners', keys) }}
 ),
 
 {%- else %}
@@ -159,9 +159,9 @@ resolved as (
         winners.{{ q(column) }},
         {%- endfor %}
         {%- for column in attribute_columns %}
-        {{ cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links=none) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links=none) }} as {{ q(column) }},
         {%- endfor %}
-        {{- cdc_winner_columns(target_only, target is not none) }}
+        {{- cdc_lakehouse.cdc_winner_columns(target_only, target is not none) }}
     from winners
 ),
 {%- endif %}
@@ -211,7 +211,7 @@ resolved as (
             {%- endif %}
         end as {{ q(column) }},
         {%- endfor %}
-        {{- cdc_winner_columns(target_only, target is not none) }}
+        {{- cdc_lakehouse.cdc_winner_columns(target_only, target is not none) }}
     from winners
 ),
 {%- endif %}

@@ -9,15 +9,15 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set kind = cdc_batch_kind() -%}
+    {%- set kind = cdc_lakehouse.cdc_batch_kind() -%}
     {%- if kind == 'nothing_new' -%}
         {#- Nothing landed since the watermark: no batch table was made, nothing moves. -#}
         {{ return('') }}
     {%- endif -%}
-    {{ cdc_drop_batch(cdc_batch_relation(this)) }}
+    {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_batch_relation(this)) }}
     {%- if config.get('incremental_strategy') == 'cdc_history' -%}
         {%- if kind == 'changes' and target.method == 'session' -%}
-            {{ cdc_drop_batch(cdc_history_scope_relation(this)) }}
+            {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_history_scope_relation(this)) }}
         {%- endif -%}
         {#- After a full build, the newest change loaded, which it applied (an incremental run's
             strategy moved the watermark itself). -#}
@@ -25,7 +25,7 @@
             {{ return('') }}
         {%- endif -%}
         {% call statement('cdc_set_watermark') %}
-            {{ cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_upstream_change_log()) }}
+            {{ cdc_lakehouse.cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_lakehouse.cdc_upstream_change_log()) }}
         {% endcall %}
         {{ return('') }}
     {%- endif -%}
@@ -33,14 +33,14 @@
         {{ return('') }}
     {%- endif -%}
 
-    {%- set changes = cdc_upstream_change_log() -%}
-    {%- set keys = cdc_key_columns() -%}
+    {%- set changes = cdc_lakehouse.cdc_upstream_change_log() -%}
+    {%- set keys = cdc_lakehouse.cdc_key_columns() -%}
     {% call statement('cdc_rebuild_tombstones') %}
-        {{ cdc_rebuild_tombstones_sql(this, changes, keys) }}
+        {{ cdc_lakehouse.cdc_rebuild_tombstones_sql(this, changes, keys) }}
     {% endcall %}
     {%- set rows = run_query("select count(*) from " ~ this).rows[0][0] -%}
     {% call statement('cdc_set_watermark') %}
-        {{ cdc_set_watermark_sql(
+        {{ cdc_lakehouse.cdc_set_watermark_sql(
             this,
             "select max(_cdc_loaded_at) from " ~ changes,
             {'kind': 'full', 'inserted': rows, 'updated': 0, 'deleted': 0},
@@ -52,7 +52,7 @@
 
 {#- Tombstones of the whole change log: the newest delete (hard mode) of each key, and truncates. -#}
 {% macro cdc_rebuild_tombstones_sql(relation, changes, keys) %}
-    {{ cdc_create_or_replace_table(cdc_tombstones_relation(relation)) }}
+    {{ cdc_lakehouse.cdc_create_or_replace_table(cdc_lakehouse.cdc_tombstones_relation(relation)) }}
     as
     select
         {% for column in keys %}{{ adapter.quote(column) }}, {% endfor %}
@@ -61,8 +61,8 @@
     from {{ changes }}
     where
         _cdc_op = 't'
-        {{- " or _cdc_op = 'd'" if cdc_delete_mode() == 'hard' }}
-    group by {{ cdc_column_list(keys) }}
+        {{- " or _cdc_op = 'd'" if cdc_lakehouse.cdc_delete_mode() == 'hard' }}
+    group by {{ cdc_lakehouse.cdc_column_list(keys) }}
 {% endmacro %}
 
 

@@ -9,5 +9,5 @@
 {% test cdc_no_undeclared_fields(model) %}
     {{ config(severity=var('cdc_undeclared_severity', 'warn')) }}
 
-    {{ cdc_undeclared_fields(model) }}
+    {{ cdc_lakehouse.cdc_undeclared_fields(model) }}
 {% endtest %}

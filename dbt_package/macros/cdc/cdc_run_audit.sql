@@ -17,19 +17,19 @@
         {{ return('') }}
     {%- endif -%}
 
-    {%- set audit = cdc_run_audit_relation() -%}
+    {%- set audit = cdc_lakehouse.cdc_run_audit_relation() -%}
     {#- DDL and the insert without fetching: over Thrift they return no result set to fetch. -#}
     {% do adapter.execute('create schema if not exists ' ~ audit.schema, fetch=false) %}
-    {% do adapter.execute(cdc_run_audit_ddl(audit), fetch=false) %}
+    {% do adapter.execute(cdc_lakehouse.cdc_run_audit_ddl(audit), fetch=false) %}
 
     {%- set rows = [] -%}
     {%- set lines = [] -%}
     {%- for result in silver -%}
-        {%- set row = cdc_run_audit_row(result, audit) -%}
+        {%- set row = cdc_lakehouse.cdc_run_audit_row(result, audit) -%}
         {%- do rows.append(row) -%}
-        {%- do lines.append(cdc_run_audit_line(row)) -%}
+        {%- do lines.append(cdc_lakehouse.cdc_run_audit_line(row)) -%}
     {%- endfor -%}
-    {% do adapter.execute(cdc_run_audit_insert(audit, rows), fetch=false) %}
+    {% do adapter.execute(cdc_lakehouse.cdc_run_audit_insert(audit, rows), fetch=false) %}
     {{ print('\nCDC run audit (' ~ audit ~ '):\n'
         ~ '  ' ~ 'table'.ljust(24) ~ 'kind'.ljust(12) ~ 'events'.rjust(9) ~ 'inserted'.rjust(10)
         ~ 'updated'.rjust(9) ~ 'deleted'.rjust(9) ~ 'rejected'.rjust(10) ~ '  lag\n'
@@ -62,7 +62,7 @@
         newest_source_ts timestamp,
         lag_seconds bigint
     )
-    using {{ cdc_table_format() }}
+    using {{ cdc_lakehouse.cdc_table_format() }}
 {% endmacro %}
 
 
@@ -102,7 +102,7 @@
         ~ " order by recorded_at desc limit 1"
     ).rows -%}
     {%- set previous = previous[0] if previous | length > 0 else [none, none, none] -%}
-    {%- set changes, bronze = cdc_run_audit_upstream(node) -%}
+    {%- set changes, bronze = cdc_lakehouse.cdc_run_audit_upstream(node) -%}
     {%- if row.kind == 'no-op' and previous[0] is not none -%}
         {%- do row.update({'events': 0, 'seq': previous[1], 'newest': previous[2]}) -%}
     {%- else -%}

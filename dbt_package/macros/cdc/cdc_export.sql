@@ -29,7 +29,7 @@
                 options ('ignoreNullFields' = 'false')
                 select /*+ coalesce(1) */
                     {%- for column in columns %}
-                    {{ cdc_canonical_text(adapter.quote(column.name), column.data_type) }} as {{ adapter.quote(column.name) }}
+                    {{ cdc_lakehouse.cdc_canonical_text(adapter.quote(column.name), column.data_type) }} as {{ adapter.quote(column.name) }}
                     {{- "," if not loop.last }}
                     {%- endfor %}
                 from {{ relation }}
@@ -48,7 +48,7 @@
         {% endcall %}
     {%- endif %}
     {#- This run's rows of the run audit (cdc_run_audit), when it wrote any. -#}
-    {%- set audit = cdc_run_audit_relation() -%}
+    {%- set audit = cdc_lakehouse.cdc_run_audit_relation() -%}
     {%- if adapter.get_relation(audit.database, audit.schema, audit.identifier) is not none -%}
         {% call statement('cdc_export_audit') %}
             insert overwrite directory '{{ export_dir }}/{{ audit.schema }}.{{ audit.identifier }}'
@@ -76,7 +76,7 @@
         {{ return('base64(' ~ expression ~ ')') }}
     {%- elif t in ('array<timestamp>', 'array<timestamp_ntz>', 'array<date>') -%}
         {#- to_json would write a timestamp to the millisecond: each element as its scalar -#}
-        {{ return('to_json(transform(' ~ expression ~ ', x -> ' ~ cdc_canonical_text('x', t[6:-1]) ~ '))') }}
+        {{ return('to_json(transform(' ~ expression ~ ', x -> ' ~ cdc_lakehouse.cdc_canonical_text('x', t[6:-1]) ~ '))') }}
     {%- elif t.startswith('array') or t.startswith('map') or t.startswith('struct') -%}
         {{ return('to_json(' ~ expression ~ ')') }}
     {%- endif -%}

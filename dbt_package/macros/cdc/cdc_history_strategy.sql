@@ -5,15 +5,16 @@
   the table holds are left out, so a replayed batch commits nothing. Returns the statement that
   moves the watermark, so it runs last (the one write of the watermark of an incremental run).
 #}
-{% macro get_incremental_cdc_history_sql(source, target) %}
+{% macro get_incremental_cdc_history_sql(arg_dict) %}
+    {%- set source, target = arg_dict['temp_relation'], arg_dict['target_relation'] -%}
     {{ return(adapter.dispatch('get_incremental_cdc_history_sql', 'cdc_lakehouse')(source, target)) }}
 {% endmacro %}
 
 
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
-{%- set keys = cdc_key_columns() -%}
-{%- set kind = cdc_strategy_batch_kind('cdc_history', 'cdc_history', ['changes']) -%}
+{%- set keys = cdc_lakehouse.cdc_key_columns() -%}
+{%- set kind = cdc_lakehouse.cdc_strategy_batch_kind('cdc_history', 'cdc_history', ['changes']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
@@ -24,12 +25,12 @@
 
 {#- Columns added at the source, and types widened there, reach the history; older versions
     read null. -#}
-{%- set columns = cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
+{%- set columns = cdc_lakehouse.cdc_evolve_columns(source, target, ['_cdc_action', '_cdc_batch_loaded_at']) -%}
 
 {#- Resolved once (cdc_batch_relation: a checkpoint, or a table on Thrift; a view would keep the
     resolution's plan, which Spark analyses again in every query over it: the MERGE ran out of
     memory planning it). -#}
-{%- set batch = cdc_batch_table(source, target) -%}
+{%- set batch = cdc_lakehouse.cdc_batch_table(source, target) -%}
 {%- set newest = run_query("select cast(max(_cdc_batch_loaded_at) as string) from " ~ batch).rows[0][0] -%}
 
 {#- Versions that differ from the stored ones, and the stored versions of the recomputed keys
@@ -37,7 +38,7 @@
     with versions keeps some (events only accumulate), so the batch names every recomputed key.
     A delete carries the stored row (not nulls): Hudi's MERGE builds the incoming record in the
     table's schema before it applies the clause, and fails on a null in a non-nullable column. -#}
-{%- set key_list = cdc_column_list(keys) -%}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
 {%- set effective -%}
     select
         {%- for column in columns %}
@@ -69,7 +70,7 @@
 {#- Hudi (1.0.2) keeps the rows of a MERGE's `when matched ... then delete` when it comes
     before the update clause (see cdc_merge_strategy.sql): there the stored versions the batch
     no longer has are removed by a DELETE first, and the MERGE only updates and inserts. -#}
-{%- set hudi = cdc_table_format() == 'hudi' -%}
+{%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
 {%- if n_changes > 0 and hudi %}
 {% call statement('cdc_history_delete') %}
     delete from {{ target }} as target
@@ -121,10 +122,10 @@
     event loaded after the watermark: not to the change log's newest, which a process loading
     bronze meanwhile may have moved past events this run did not read. -#}
 {%- if newest is none -%}
-    {%- set newest = cdc_newest_loaded_since_watermark(target) -%}
+    {%- set newest = cdc_lakehouse.cdc_newest_loaded_since_watermark(target) -%}
 {%- endif -%}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
-{{ return(cdc_watermark_sql(target, newest)) }}
+{{ return(cdc_lakehouse.cdc_watermark_sql(target, newest)) }}
 {% endmacro %}

@@ -5,5 +5,5 @@
 {% test cdc_no_toast_placeholder(model, placeholder='__debezium_unavailable_value') %}
 select *
 from {{ model }}
-where {{ cdc_placeholder_predicate(model, placeholder) }}
+where {{ cdc_lakehouse.cdc_placeholder_predicate(model, placeholder) }}
 {% endtest %}

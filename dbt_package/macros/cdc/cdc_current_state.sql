@@ -1,7 +1,9 @@
 {#
   Body of a silver current-state model:
-  `{{ cdc_current_state(ref('stg_<source>__<entity>_changes'), unique_key=[...], delete_mode='hard') }}`
-  It sets the model's `unique_key` and `cdc_delete_mode` config for the cdc_merge strategy.
+  `{{ cdc_lakehouse.cdc_current_state(ref('stg_<source>__<entity>_changes'), unique_key=[...], delete_mode='hard') }}`
+  It makes the model incremental with the `cdc_merge` strategy and its post-hook
+  (cdc_finalize_merge), and sets its `unique_key` and `cdc_delete_mode` config: a project adding
+  the package configures none of this (schema, file format and table properties stay its own).
   Full build: resolves the whole change log into one row per key. Incremental run: resolves only
   changes loaded since the table's watermark against the current rows; the `cdc_merge` strategy
   then applies the result.
@@ -9,18 +11,23 @@
 {% macro cdc_current_state(changes, unique_key, delete_mode=none) %}
     {%- set keys = [unique_key] if unique_key is string else unique_key -%}
     {%- set mode = delete_mode or var('cdc_delete_mode', 'hard') -%}
-    {{ config(unique_key=keys, cdc_delete_mode=mode) }}
+    {#- cdc_merge adds new source columns itself (dbt's own handling would also add the
+        strategy's working columns): on_schema_change ignore. -#}
+    {{ config(
+        materialized='incremental', incremental_strategy='cdc_merge', on_schema_change='ignore',
+        post_hook='{{ cdc_lakehouse.cdc_finalize_merge() }}', unique_key=keys, cdc_delete_mode=mode,
+    ) }}
     {{ return(adapter.dispatch('cdc_current_state', 'cdc_lakehouse')(changes, keys, mode)) }}
 {% endmacro %}
 
 
 {% macro default__cdc_current_state(changes, keys, delete_mode) %}
-{%- set attributes = cdc_source_column_names(changes) | reject('in', keys) | list -%}
+{%- set attributes = cdc_lakehouse.cdc_source_column_names(changes) | reject('in', keys) | list -%}
 {%- if is_incremental() %}
     {#- `this` is missing only in a unit test on a fresh warehouse: assume the batch's columns. -#}
-    {%- set target_attributes = cdc_source_column_names(this, keys + attributes) | reject('in', keys) | list -%}
+    {%- set target_attributes = cdc_lakehouse.cdc_source_column_names(this, keys + attributes) | reject('in', keys) | list -%}
     {#- Read once: the watermark only moves when the strategy's last statement runs. -#}
-    {%- set watermark = cdc_watermark(this) -%}
+    {%- set watermark = cdc_lakehouse.cdc_watermark(this) -%}
     {%- set new_changes -%}
         (
             select *
@@ -28,12 +35,12 @@
             where _cdc_loaded_at > {{ watermark }}
         )
     {%- endset -%}
-    {%- set new_batch = cdc_new_changes(changes, this, watermark) -%}
-    {%- set backfilled = cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
+    {%- set new_batch = cdc_lakehouse.cdc_new_changes(changes, this, watermark) -%}
+    {%- set backfilled = cdc_lakehouse.cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
     {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape; the strategy skips
         its work. #}
-    {{ cdc_batch_kind_note('nothing_new') }}
+    {{ cdc_lakehouse.cdc_batch_kind_note('nothing_new') }}
     select
         *,
         cast(null as string) as _cdc_action,
@@ -41,14 +48,14 @@
         cast(null as timestamp) as _cdc_batch_loaded_at
     from {{ this }}
     where false
-    {%- elif backfilled or cdc_late_changes_found(changes, new_changes, keys, watermark) %}
+    {%- elif backfilled or cdc_lakehouse.cdc_late_changes_found(changes, new_changes, keys, watermark) %}
     {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
         a newly declared column values of events already applied: resolve the whole change log
         again, as --full-refresh would; the strategy replaces silver with it. -#}
-    {{ cdc_batch_kind_note('replace') }}
-    {%- set resolved = cdc_resolve_batch(changes, keys, attributes) -%}
+    {{ cdc_lakehouse.cdc_batch_kind_note('replace') }}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes) -%}
     select
-        {%- for column in keys + attributes + cdc_silver_columns() %}
+        {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }},
         {%- endfor %}
         _cdc_action,
@@ -58,22 +65,22 @@
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
     {%- else %}
-    {{ cdc_batch_kind_note('changes') }}
-    {{ cdc_resolve_batch(
+    {{ cdc_lakehouse.cdc_batch_kind_note('changes') }}
+    {{ cdc_lakehouse.cdc_resolve_batch(
         new_changes, keys, attributes,
         target=this,
         target_attribute_columns=target_attributes,
-        tombstones=cdc_tombstones_query(this, keys),
+        tombstones=cdc_lakehouse.cdc_tombstones_query(this, keys),
         carry=new_batch.unavailable,
         key_changes=new_batch.get('key_changes', true),
     ) }}
     {%- endif %}
 {%- else %}
-    {{ cdc_batch_kind_note('full') }}
-    {%- set carry = cdc_batch_has_unavailable(changes) -%}
-    {%- set resolved = cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_has_key_changes(changes)) -%}
+    {{ cdc_lakehouse.cdc_batch_kind_note('full') }}
+    {%- set carry = cdc_lakehouse.cdc_batch_has_unavailable(changes) -%}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes)) -%}
     select
-        {%- for column in keys + attributes + cdc_silver_columns() %}
+        {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }}{{ "," if not loop.last }}
         {%- endfor %}
     from (
@@ -115,7 +122,7 @@
     the watermark: the strategy writes nothing) or one of `kinds`. Any other note means the
     model's SQL does not call `body_macro`, whose select the strategy expects. -#}
 {% macro cdc_strategy_batch_kind(strategy, body_macro, kinds) %}
-    {%- set kind = cdc_batch_kind() -%}
+    {%- set kind = cdc_lakehouse.cdc_batch_kind() -%}
     {%- if kind != 'nothing_new' and kind not in kinds -%}
         {{ exceptions.raise_compiler_error(model.name ~ ": incremental_strategy '" ~ strategy ~ "' applies the select of " ~ body_macro ~ "(), which this model's SQL does not call") }}
     {%- endif -%}
@@ -137,12 +144,12 @@
         with new_changes as (
             select _cdc_seq, _cdc_op, _cdc_unavailable_columns
             from {{ changes }}
-            where _cdc_loaded_at > {{ watermark or cdc_watermark(relation) }}
+            where _cdc_loaded_at > {{ watermark or cdc_lakehouse.cdc_watermark(relation) }}
         )
         select
             (select count(*) from new_changes),
             (select count_if(coalesce(_cdc_unavailable_columns, '') != '') from new_changes),
-            (select count(*) from ({{ cdc_key_change_sequences('new_changes') }}) as key_change_seqs)
+            (select count(*) from ({{ cdc_lakehouse.cdc_key_change_sequences('new_changes') }}) as key_change_seqs)
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
     {{ return({'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0}) }}
@@ -176,7 +183,7 @@
     {%- if not execute -%}
         {{ return(false) }}
     {%- endif -%}
-    {%- set key_list = cdc_column_list(keys) -%}
+    {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
     {%- set key_match = [] -%}
     {%- for column in keys -%}
         {%- do key_match.append("late." ~ adapter.quote(column) ~ " = seen." ~ adapter.quote(column)) -%}
@@ -198,7 +205,7 @@
         with
 
         tombstones as (
-            {{ cdc_tombstones_query(this, keys) }}
+            {{ cdc_lakehouse.cdc_tombstones_query(this, keys) }}
         ),
 
         key_tombstones as (
@@ -241,7 +248,7 @@
         left anti join (
             select {{ key_list }}, _cdc_seq
             from {{ changes }}
-            where _cdc_loaded_at <= {{ watermark or cdc_watermark(this) }}
+            where _cdc_loaded_at <= {{ watermark or cdc_lakehouse.cdc_watermark(this) }}
         ) as seen
             on {{ key_match | join(' and ') }} and late._cdc_seq = seen._cdc_seq
     {%- endset -%}

@@ -13,7 +13,7 @@
 
 
 {% macro cdc_by_key(keys) %}
-    {{- return("partition by " ~ cdc_column_list(keys) ~ " order by " ~ cdc_event_order()) -}}
+    {{- return("partition by " ~ cdc_lakehouse.cdc_column_list(keys) ~ " order by " ~ cdc_lakehouse.cdc_event_order()) -}}
 {% endmacro %}
 
 
@@ -25,7 +25,7 @@
     from (
         select
             *,
-            lag(_cdc_seq) over ({{ cdc_by_key(keys) }}) as _cdc_previous_seq
+            lag(_cdc_seq) over ({{ cdc_lakehouse.cdc_by_key(keys) }}) as _cdc_previous_seq
         from {{ source }}
     ) as copies
     where _cdc_previous_seq is null or _cdc_previous_seq != _cdc_seq
@@ -41,7 +41,7 @@
   of the generation and the value), skipping placeholders and closing events.
 #}
 {% macro cdc_carried_events(source, keys, attribute_columns) %}
-    {%- set by_key = cdc_by_key(keys) -%}
+    {%- set by_key = cdc_lakehouse.cdc_by_key(keys) -%}
     select
         *
         {%- for column in attribute_columns %},
@@ -90,7 +90,7 @@
     {%- endif -%}
     {%- set query -%}
         select count(*)
-        from ({{ cdc_key_change_sequences(changes) }}) as key_change_seqs
+        from ({{ cdc_lakehouse.cdc_key_change_sequences(changes) }}) as key_change_seqs
     {%- endset -%}
     {{ return(run_query(query).rows[0][0] > 0) }}
 {% endmacro %}
@@ -160,7 +160,7 @@ key_change_starts as (
                 'found', named_struct(
                     {%- for column in attribute_columns %}
                     '{{ column }}', case
-                        {%- for condition, value in cdc_value_sources('deletes', column, column in target_columns) %}
+                        {%- for condition, value in cdc_lakehouse.cdc_value_sources('deletes', column, column in target_columns) %}
                         when {{ condition }} then named_struct('v', {{ value }})
                         {%- endfor %}
                     end{{ "," if not loop.last }}
@@ -175,8 +175,8 @@ key_change_starts as (
 
 key_change_links as (
     select
-        {{ cdc_key_node('starts', keys) }} as _cdc_node,
-        {{ cdc_key_node('starts', keys, donor=true) }} as _cdc_parent,
+        {{ cdc_lakehouse.cdc_key_node('starts', keys) }} as _cdc_node,
+        {{ cdc_lakehouse.cdc_key_node('starts', keys, donor=true) }} as _cdc_parent,
         starts._cdc_donor.found as _cdc_found
     from key_change_starts as starts
     where
@@ -227,7 +227,7 @@ key_changes as (
     (`from_target`), then up the key-change chain (`links`, a key_changes alias, or none). -#}
 {% macro cdc_resolved_value(e, column, from_target=false, links='links') %}
         case
-            {%- for condition, value in cdc_value_sources(e, column, from_target) %}
+            {%- for condition, value in cdc_lakehouse.cdc_value_sources(e, column, from_target) %}
             when {{ condition }}
                 then {{ value }}
             {%- endfor %}
@@ -249,7 +249,7 @@ key_changes as (
 {% macro cdc_truncates(source) %}
     select
         _cdc_seq,
-        {{ cdc_event_origin_columns() | join(', ') }}
+        {{ cdc_lakehouse.cdc_event_origin_columns() | join(', ') }}
     from (
         select
             *,

@@ -5,7 +5,7 @@
   version keeps their value from when it opened).
 #}
 {% test cdc_history_matches_current_state(model, current_state) %}
-{%- set column_list = cdc_history_compared_columns(model) %}
+{%- set column_list = cdc_lakehouse.cdc_history_compared_columns(model) %}
 
 with
 

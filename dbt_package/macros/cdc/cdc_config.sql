@@ -50,7 +50,7 @@
     {%- if not execute -%}
         {{ return(fallback) }}
     {%- endif -%}
-    {%- set relation = cdc_relation_behind_fixture(relation) -%}
+    {%- set relation = cdc_lakehouse.cdc_relation_behind_fixture(relation) -%}
     {%- set names = [] -%}
     {%- for column in adapter.get_columns_in_relation(relation) -%}
         {%- if not column.name.startswith('_cdc_') -%}
@@ -83,9 +83,9 @@
   then the pipeline columns.
 #}
 {% macro cdc_staging_columns(relation, key_columns) %}
-    {%- set source_columns = cdc_source_column_names(relation, key_columns) -%}
+    {%- set source_columns = cdc_lakehouse.cdc_source_column_names(relation, key_columns) -%}
     {%- set ordered = key_columns + (source_columns | reject('in', key_columns) | list) -%}
-    {%- for column in ordered + cdc_change_log_columns() %}
+    {%- for column in ordered + cdc_lakehouse.cdc_change_log_columns() %}
         {{ column }}{{ "," if not loop.last }}
     {%- endfor %}
 {% endmacro %}

@@ -10,14 +10,14 @@
         {{ return('') }}
     {%- endif -%}
     {#- The model's view has the table's name (cdc_lakehouse/dbt_flatten.py, LEDGER_SUFFIX). -#}
-    {%- set view = cdc_loaded_files_relation(this).identifier -%}
+    {%- set view = cdc_lakehouse.cdc_loaded_files_relation(this).identifier -%}
     {%- if run_query("show views like '" ~ view ~ "'").rows | length == 0 -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set version = cdc_table_version(this) -%}
+    {%- set version = cdc_lakehouse.cdc_table_version(this) -%}
     {%- if version is not none %}
         {% call statement('cdc_record_loaded_files') %}
-            {{ cdc_create_or_replace_table(cdc_loaded_files_relation(this)) }}
+            {{ cdc_lakehouse.cdc_create_or_replace_table(cdc_lakehouse.cdc_loaded_files_relation(this)) }}
             as
             select
                 file,

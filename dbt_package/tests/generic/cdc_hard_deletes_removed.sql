@@ -4,5 +4,5 @@
   before its watermark). A resurrected row, the bug this project exists to prevent, fails it.
 #}
 {% test cdc_hard_deletes_removed(model) %}
-    {{ cdc_rows_deleted_at_source(model) }}
+    {{ cdc_lakehouse.cdc_rows_deleted_at_source(model) }}
 {% endtest %}
