@@ -43,7 +43,7 @@ jars/.installed: jvm/pom.xml
 	cd jars && ln -sf "$$(ls hudi-spark3.5-bundle_*.jar)" hudi-spark-bundle.jar
 	touch $@
 
-# The metastore service's launcher (cdc_lakehouse.metastore): compiled against the Hive jars of
+# The metastore service's launcher (devstack.metastore): compiled against the Hive jars of
 # the pyspark wheel it runs with (needs a JDK's javac).
 jars/cdc-metastore.jar: jvm/metastore/io/cdclakehouse/metastore/LoopbackMetastore.java jars/.installed $(VENV)/.installed-run
 	@command -v javac >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
@@ -53,7 +53,7 @@ jars/cdc-metastore.jar: jvm/metastore/io/cdclakehouse/metastore/LoopbackMetastor
 	rm -rf jvm/metastore/build
 
 # Trino 483, single node, reading the lakehouse's tables through the shared metastore
-# (cdc_lakehouse.trino; needs Java 25: /usr/lib/jvm/temurin-25-jdk-amd64). Its server, Iceberg
+# (devstack.trino; needs Java 25: /usr/lib/jvm/temurin-25-jdk-amd64). Its server, Iceberg
 # connector and Hadoop file system support from pinned lists; the service entry Trino's plugin
 # packaging adds (the published connector jar lacks it) goes in a jar of its own.
 TRINO_POMS := jvm/trino/server/pom.xml jvm/trino/iceberg/pom.xml jvm/trino/hdfs/pom.xml
@@ -199,7 +199,7 @@ docs-site: $(VENV)/.installed-dev
 
 # Regenerate sample/ from a private PostgreSQL through real Debezium (about a minute).
 sample: install-dev
-	python -m cdc_lakehouse.sample.build --out sample --seed 7
+	python -m sample.generator.build --out sample --seed 7
 
 # The PostgreSQL oracle alone (part of `make test`); `make oracle SEEDS=50` is the slow mode.
 oracle: install-dev
@@ -209,13 +209,13 @@ oracle: install-dev
 
 # A local Spark standalone cluster (master + 2 workers, 127.0.0.1 only) for `--target cluster`;
 # docs/deployment.md. The exports it prints go into your shell with
-# eval "$$(python -m cdc_lakehouse.cluster env)".
+# eval "$$(python -m devstack.cluster env)".
 cluster: install
-	python -m cdc_lakehouse.cluster start
-	@echo 'Then: eval "$$(python -m cdc_lakehouse.cluster env)" && dbt build --target cluster'
+	python -m devstack.cluster start
+	@echo 'Then: eval "$$(python -m devstack.cluster env)" && dbt build --target cluster'
 
 cluster-stop:
-	test ! -x $(BIN)/python || $(BIN)/python -m cdc_lakehouse.cluster stop
+	test ! -x $(BIN)/python || $(BIN)/python -m devstack.cluster stop
 
 clean: cluster-stop
 	rm -rf .lakehouse target logs

@@ -1,6 +1,6 @@
 """Capture throughput: PostgreSQL -> landing zone with the capture tool (Debezium embedded).
 
-A private PostgreSQL (`cdc_lakehouse.pg.TemporaryPostgres`) gets the benchmark's `items` table
+A private PostgreSQL (`devstack.pg.TemporaryPostgres`) gets the benchmark's `items` table
 with `rows` rows; a bounded capture run (`run --until-marker`) takes the initial snapshot; then
 `changes` changes (30% inserts, 60% updates, 10% deletes, 100 rows per transaction) are
 committed and a second bounded run streams them. Each run is its own process, as in production,
@@ -110,7 +110,7 @@ def _run(config: Path, timeout: float) -> dict[str, Any]:
 
 
 def run_capture_benchmark(work: Path, *, rows: int, changes: int) -> dict[str, Any]:
-    from cdc_lakehouse.pg import TemporaryPostgres
+    from devstack.pg import TemporaryPostgres
 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -32,8 +32,8 @@ import yaml
 from benchmarks.measure import run_measured
 from benchmarks.project import link_package
 from cdc_lakehouse.capture import run_capture_subprocess
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample.northwind import canonical_value
+from devstack.pg import TemporaryPostgres
+from sample.generator.northwind import canonical_value
 
 REPO = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")

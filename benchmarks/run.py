@@ -136,7 +136,7 @@ def versions() -> dict[str, str]:
         except Exception:  # not installed: the scenario using it will say so
             found[package] = "not installed"
     try:
-        from cdc_lakehouse.pg import find_pg_bin
+        from devstack.pg import find_pg_bin
 
         found["postgresql"] = _command_output([str(find_pg_bin() / "postgres"), "--version"])
     except Exception:

@@ -2,7 +2,7 @@
 
 The references (naive rebuild, hand-written MERGE) must run on the same engine settings as the
 pipeline, so the settings are read from `profiles/profiles.yml` and rendered as dbt renders them
-(`cdc_lakehouse.cluster.target_settings`: Jinja, `env_var()` from the environment) rather than
+(`devstack.cluster.target_settings`: Jinja, `env_var()` from the environment) rather than
 copied. (A regex that only substituted plain `env_var()` calls left the profile's conditional
 metastore-lock setting unrendered, which Hadoop read as "true": the Derby metastore then failed
 on its missing lock tables.)
@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from cdc_lakehouse.cluster import target_settings
+from devstack.cluster import target_settings
 
 REPO = Path(__file__).resolve().parents[1]
 

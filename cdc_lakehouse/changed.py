@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cdc_lakehouse.layout import TopicFiles
-from cdc_lakehouse.snapshots import MANIFEST
+from cdc_lakehouse.bronze.extracts import MANIFEST
+from cdc_lakehouse.bronze.layout import TopicFiles
 from cdc_lakehouse.tables.registry import REGISTRY_DIR, Table, tables
 
 LISTING_FILE = "cdc_landing_listing.json"

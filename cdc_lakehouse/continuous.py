@@ -17,7 +17,7 @@ last successful run, and what depends on them, and a run where nothing landed is
 Each run prints one JSON line (start time, seconds, success). A failed run is reported and the
 loop goes on with the next one; with `--runs`, the exit status is that of the last run. The
 embedded Derby metastore admits one process: while the loop runs, other dbt commands on the
-same lakehouse fail; with a shared metastore (`CDC_METASTORE_URI`, `cdc_lakehouse.metastore`)
+same lakehouse fail; with a shared metastore (`CDC_METASTORE_URI`, `devstack.metastore`)
 they run beside it.
 """
 

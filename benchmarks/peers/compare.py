@@ -14,7 +14,7 @@ from typing import Any
 from benchmarks.peers.events import CASES
 from benchmarks.peers.ours import lakehouse_of
 from benchmarks.peers.plan import DELIVERIES, REPO
-from cdc_lakehouse.sample import northwind
+from sample.generator import northwind
 
 ENGINES = {
     "ours": "cdc-lakehouse (dbt)",

@@ -45,7 +45,7 @@ from benchmarks.peers.auto_cdc import results_folder
 from benchmarks.peers.events import CASES
 from benchmarks.peers.ours import lakehouse_of
 from benchmarks.peers.plan import DELIVERIES, TOAST_PLACEHOLDER, json_value, read_plan
-from cdc_lakehouse.sample import northwind
+from sample.generator import northwind
 
 ENGINES = {"ours": "cdc-lakehouse history", "auto_cdc": "Spark AUTO CDC, SCD type 2"}
 SHORT = {"ours": "ours", "auto_cdc": "AUTO CDC"}

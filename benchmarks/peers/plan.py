@@ -35,7 +35,7 @@ DRIVER_JAVA_OPTIONS = " ".join(
 def sample_tables() -> list[Any]:
     """The sample's log-based tables (Debezium envelope and flattened rows), in the main
     environment (cdc_lakehouse installed)."""
-    from cdc_lakehouse.sample import northwind
+    from sample.generator import northwind
 
     return [northwind.CUSTOMERS, northwind.PRODUCTS, northwind.ORDERS, northwind.ORDER_DETAILS]
 

@@ -19,6 +19,7 @@ import time
 import traceback
 from typing import Any
 
+from cdc_lakehouse.bronze.spec import CONNECTOR_MODES
 from cdc_lakehouse.capture.config import (
     DEFAULT_PASSWORD_ENV,
     SHAPES,
@@ -29,7 +30,6 @@ from cdc_lakehouse.capture.config import (
 )
 from cdc_lakehouse.capture.preflight import PreflightError
 from cdc_lakehouse.capture.upload import UploadError
-from cdc_lakehouse.spec import CONNECTOR_MODES
 
 PROGRESS_EVERY = 2.0
 

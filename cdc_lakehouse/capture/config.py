@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from cdc_lakehouse.bronze.spec import CONNECTOR_MODES
 from cdc_lakehouse.capture.sink import sink_layout
 from cdc_lakehouse.capture.upload import object_base
-from cdc_lakehouse.spec import CONNECTOR_MODES
 
 SHAPES = ("envelope", "flattened")
 SNAPSHOT_MODES = ("initial", "no_data", "when_needed", "always")

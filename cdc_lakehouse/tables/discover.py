@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from cdc_lakehouse.decode import _row_fields, connect_encoding
-from cdc_lakehouse.spec import CONNECTOR_MODES, declared_type, spark_type, wide_decimal_scale
+from cdc_lakehouse.bronze.decode import _row_fields, connect_encoding
+from cdc_lakehouse.bronze.spec import CONNECTOR_MODES, declared_type, spark_type, wide_decimal_scale
 from cdc_lakehouse.tables.registry import (
     NAME,
     REGISTRY_DIR,

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from cdc_lakehouse.spec import CONNECTOR_MODES, SHAPES, TableSpec
+from cdc_lakehouse.bronze.spec import CONNECTOR_MODES, SHAPES, TableSpec
 
 REGISTRY_DIR = "tables"
 DELETE_MODES = ("hard", "soft")

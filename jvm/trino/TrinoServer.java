@@ -1,7 +1,7 @@
 /**
  * Starts a Trino server from the jars of jvm/trino/server (Trino's own launcher, trino-server-main,
  * is not served from Maven Central): what its main does, without the JVM checks. Run by
- * cdc_lakehouse.trino with Java 25's source launcher: java -cp 'jars/trino/lib/*' TrinoServer.java
+ * devstack.trino with Java 25's source launcher: java -cp 'jars/trino/lib/*' TrinoServer.java
  */
 public class TrinoServer {
     public static void main(String[] args) {

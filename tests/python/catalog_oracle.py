@@ -45,10 +45,10 @@ from dbt_scratch_project import project_skeleton, user_project
 from lakehouse import REPO, read_export, run_dbt
 from oracle import REPORT
 
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.spec import DECIMAL_MODES, HSTORE_MODES, INTERVAL_MODES, TIME_MODES
+from cdc_lakehouse.bronze.spec import DECIMAL_MODES, HSTORE_MODES, INTERVAL_MODES, TIME_MODES
 from cdc_lakehouse.tables.generate import write
 from cdc_lakehouse.tables.registry import REGISTRY_DIR, load_source
+from devstack.pg import TemporaryPostgres
 
 # -- the catalog -----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ WRITERS, ROWS = 2, 20
 def session(uri: str, warehouse: str):  # noqa: ANN201 - pyspark is imported late
     from pyspark.sql import SparkSession
 
-    from cdc_lakehouse.cluster import target_settings
+    from devstack.cluster import target_settings
 
     settings = target_settings(REPO, {**os.environ, "CDC_METASTORE_URI": uri}, "embedded")
     builder = SparkSession.builder

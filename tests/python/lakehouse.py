@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cdc_lakehouse.sample import northwind, pagila
-from cdc_lakehouse.snapshots import MANIFEST
+from cdc_lakehouse.bronze.extracts import MANIFEST
+from sample.generator import northwind, pagila
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample"

@@ -1,6 +1,6 @@
 """The production layout the object-store system tests share: a real PostgreSQL holding the Hive
-metastore's tables, the metastore service on it (`cdc_lakehouse.metastore`), and an
-S3-compatible store (SeaweedFS, `cdc_lakehouse.objectstore`) holding the sample's landing zone
+metastore's tables, the metastore service on it (`devstack.metastore`), and an
+S3-compatible store (SeaweedFS, `devstack.objectstore`) holding the sample's landing zone
 (`s3a://lake/landing`) and the warehouse (`s3a://lake/warehouse`).
 
 test_cluster_targets.py and test_shared_metastore.py run on one stack, in one pytest process
@@ -29,8 +29,8 @@ import psycopg
 import pytest
 from lakehouse import copy_landing
 
-from cdc_lakehouse import metastore, objectstore
-from cdc_lakehouse.pg import TemporaryPostgres, free_port
+from devstack import metastore, objectstore
+from devstack.pg import TemporaryPostgres, free_port
 
 BUCKET = "lake"
 LANDING = f"s3a://{BUCKET}/landing"

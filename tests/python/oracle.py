@@ -1,7 +1,7 @@
 """The correctness oracle: a real PostgreSQL is the truth, the lake must equal it cell by cell.
 
 `OracleRun` ties one source (PostgreSQL + seeded workload + capture tool, see
-`cdc_lakehouse.sample.harness`) to one private lakehouse, builds it with `dbt build` and
+`sample.generator.harness`) to one private lakehouse, builds it with `dbt build` and
 compares every silver table with PostgreSQL. Figures of every comparison (events landed, rows
 compared, mismatches, faults injected) are appended to `artifacts/oracle-report.jsonl`, which
 pytest prints at the end of the session (conftest.py).
@@ -28,10 +28,10 @@ from lakehouse import (
     run_dbt,
 )
 
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample import northwind
-from cdc_lakehouse.sample.harness import SourceHarness
-from cdc_lakehouse.sample.kafka import KafkaPipeline, landing_differences
+from devstack.pg import TemporaryPostgres
+from sample.generator import northwind
+from sample.generator.harness import SourceHarness
+from sample.generator.kafka import KafkaPipeline, landing_differences
 
 REPORT = REPO / "artifacts" / "oracle-report.jsonl"
 

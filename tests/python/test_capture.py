@@ -23,7 +23,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from cdc_lakehouse import objectstore
+from cdc_lakehouse.bronze.layout import Layout, TopicFiles
 from cdc_lakehouse.capture import (
     CaptureConfig,
     ConfigError,
@@ -41,10 +41,10 @@ from cdc_lakehouse.capture.engine import (
 from cdc_lakehouse.capture.preflight import PreflightError, wait_until_streaming
 from cdc_lakehouse.capture.sink import LandingSink, count_lines, file_name, murmur2, partition_for
 from cdc_lakehouse.capture.upload import Uploader
-from cdc_lakehouse.layout import Layout, TopicFiles
-from cdc_lakehouse.pg import TemporaryPostgres, free_port
-from cdc_lakehouse.sample.harness import CaptureGroup, SourceHarness
-from cdc_lakehouse.sample.kafka import KafkaPipeline
+from devstack import objectstore
+from devstack.pg import TemporaryPostgres, free_port
+from sample.generator.harness import CaptureGroup, SourceHarness
+from sample.generator.kafka import KafkaPipeline
 
 pytestmark = pytest.mark.system
 

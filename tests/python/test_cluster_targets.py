@@ -5,9 +5,9 @@ builds beside the Thrift server.
 One local standalone cluster from the pyspark wheel (master + 2 workers of 1 core, 127.0.0.1
 only), started and always stopped by the fixture, on the object-store stack this file shares
 with test_shared_metastore.py (object_store_stack.py): an S3-compatible store (SeaweedFS,
-`cdc_lakehouse.objectstore`, credentials made up for the session and given through the
+`devstack.objectstore`, credentials made up for the session and given through the
 environment only) holding the sample's landing files, and the metastore service several
-processes share (`cdc_lakehouse.metastore`, its tables in a real PostgreSQL). The cluster
+processes share (`devstack.metastore`, its tables in a real PostgreSQL). The cluster
 build starts from an empty metastore and warehouse (this file runs first on the stack), and no
 table data stays in the local lakehouse folder:
 - `cluster` target: dbt's in-process driver on that master builds every model of the sample,
@@ -49,7 +49,7 @@ from lakehouse import (
 )
 from object_store_stack import LANDING, WAREHOUSE, ObjectStoreStack
 
-from cdc_lakehouse import cluster, objectstore
+from devstack import cluster, objectstore
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("object-store")]
 

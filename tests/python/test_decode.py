@@ -31,15 +31,15 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
-from cdc_lakehouse.decode import (
+from cdc_lakehouse.bronze.decode import (
     DeclaredTypeConflict,
     backfills,
     connect_encoding,
     declared_encoding,
     decode_changes,
 )
-from cdc_lakehouse.landing import list_landing_files, read_landing_lines
-from cdc_lakehouse.spec import BINARY_MODES, DECLARED_TYPES, SHAPES, TableSpec, spark_type
+from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.spec import BINARY_MODES, DECLARED_TYPES, SHAPES, TableSpec, spark_type
 from cdc_lakehouse.tables.discover import declared_from_postgres
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium-samples"

@@ -28,8 +28,8 @@ from cdc_lakehouse.capture.transforms import (
     apply_transforms,
     connect_transforms,
 )
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample import pagila
+from devstack.pg import TemporaryPostgres
+from sample.generator import pagila
 
 pytestmark = pytest.mark.system
 
@@ -54,7 +54,7 @@ PAYMENT_COLUMNS = {
 }
 
 # The bundled sample's Pagila schema (its trigger included), the connector's query and its
-# properties (cdc_lakehouse/sample/pagila.py), with a few rows of this test's own.
+# properties (sample/generator/pagila.py), with a few rows of this test's own.
 PAGILA = (
     pagila.DDL
     + """

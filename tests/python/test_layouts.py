@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lakehouse.decode import decode_changes
-from cdc_lakehouse.landing import list_landing_files, read_landing_lines
-from cdc_lakehouse.layout import Layout, TopicFiles
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.decode import decode_changes
+from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.layout import Layout, TopicFiles
+from cdc_lakehouse.bronze.spec import TableSpec
 from cdc_lakehouse.tables.registry import RegistryError, load_source
 
 TOPIC = "shop.public.orders"

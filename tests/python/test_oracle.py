@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from oracle import OracleRun
 
-from cdc_lakehouse.pg import TemporaryPostgres
+from devstack.pg import TemporaryPostgres
 
 pytestmark = pytest.mark.system
 

@@ -40,8 +40,8 @@ from oracle import REPORT
 
 from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.capture.jdbc_source import JdbcSource
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample.northwind import canonical_value
+from devstack.pg import TemporaryPostgres
+from sample.generator.northwind import canonical_value
 
 pytestmark = pytest.mark.system
 

@@ -25,7 +25,7 @@ import pytest
 from lakehouse import kill_dbt_when, read_export
 from oracle import OracleRun
 
-from cdc_lakehouse.pg import TemporaryPostgres
+from devstack.pg import TemporaryPostgres
 
 pytestmark = pytest.mark.system
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from cdc_lakehouse.decode import decode_changes
-from cdc_lakehouse.landing import LandingFile, list_landing_files, read_landing_lines
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.decode import decode_changes
+from cdc_lakehouse.bronze.landing import LandingFile, list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.spec import TableSpec
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "parquet" / "landing"
 AVRO_ROOT = ROOT.parents[1] / "avro" / "landing"

@@ -34,8 +34,8 @@ from lakehouse import (
     source_of,
 )
 
-from cdc_lakehouse.sample import northwind
 from cdc_lakehouse.tables import registry
+from sample.generator import northwind
 
 TABLES = list(SAMPLE_TABLES)
 ORDERS_TOPIC = "northwind.public.orders"

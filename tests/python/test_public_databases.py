@@ -20,7 +20,7 @@ import pytest
 from catalog_oracle import CatalogOracle, load_database, record, refused_by_capture
 from lakehouse import REPO, stop_dbt_worker
 
-from cdc_lakehouse.pg import TemporaryPostgres
+from devstack.pg import TemporaryPostgres
 
 pytestmark = pytest.mark.system
 

@@ -24,7 +24,7 @@ from dbt_scratch_project import bronze_model, make_project, staging_model, updat
 from lakehouse import column_types, copy_landing, read_export, run_dbt
 
 from cdc_lakehouse.capture import run_capture_subprocess
-from cdc_lakehouse.pg import TemporaryPostgres
+from devstack.pg import TemporaryPostgres
 
 pytestmark = pytest.mark.system
 

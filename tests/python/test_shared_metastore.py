@@ -1,4 +1,4 @@
-"""A metastore several processes share: the Hive metastore service (`cdc_lakehouse.metastore`) on
+"""A metastore several processes share: the Hive metastore service (`devstack.metastore`) on
 127.0.0.1, its tables in a real PostgreSQL, and `CDC_METASTORE_URI` set for every dbt process.
 
 The lakehouse is the one test_cluster_targets.py built before this file (object_store_stack.py:
@@ -16,7 +16,7 @@ Iceberg table at once: every commit must survive (the metastore lock; without it
 one process overwrite the other's commit). Last, Trino (single node, its Iceberg connector on
 the same metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver,
 history and gold tables those processes built, and every cell equals Spark's. The tables live in
-object storage (SeaweedFS, `cdc_lakehouse.objectstore`, `s3a://lake/warehouse`): every process,
+object storage (SeaweedFS, `devstack.objectstore`, `s3a://lake/warehouse`): every process,
 the metastore service, Trino's native S3 file system and pyiceberg's reach them there.
 """
 
@@ -37,8 +37,8 @@ import pytest
 from lakehouse import REPO, DbtProcess, _worker_env, expected_state, read_export
 from object_store_stack import LANDING, WAREHOUSE, ObjectStoreStack
 
-from cdc_lakehouse import objectstore, trino
-from cdc_lakehouse.sample import northwind
+from devstack import objectstore, trino
+from sample.generator import northwind
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("object-store")]
 

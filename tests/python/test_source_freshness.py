@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from lakehouse import REPO, copy_landing, run_dbt
 
-from cdc_lakehouse.layout import TopicFiles
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.layout import TopicFiles
+from cdc_lakehouse.bronze.spec import TableSpec
 from cdc_lakehouse.tables import registry
 
 pytestmark = pytest.mark.dbt

@@ -45,7 +45,7 @@ from lakehouse import (
     use_table_format,
 )
 
-from cdc_lakehouse.sample import northwind
+from sample.generator import northwind
 
 pytestmark = pytest.mark.system
 

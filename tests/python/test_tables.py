@@ -21,14 +21,14 @@ import yaml
 from lakehouse import REPO, SAMPLE, SAMPLE_SOURCES, SAMPLE_TABLES, source_of
 
 from cdc_lakehouse import changed
-from cdc_lakehouse.decode import connect_encoding, declared_encoding
-from cdc_lakehouse.layout import Layout
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample import northwind
-from cdc_lakehouse.spec import TableSpec, spark_type
+from cdc_lakehouse.bronze.decode import connect_encoding, declared_encoding
+from cdc_lakehouse.bronze.layout import Layout
+from cdc_lakehouse.bronze.spec import TableSpec, spark_type
 from cdc_lakehouse.tables import discover, registry
 from cdc_lakehouse.tables.__main__ import main
 from cdc_lakehouse.tables.generate import MARK, check, outputs, write
+from devstack.pg import TemporaryPostgres
+from sample.generator import northwind
 
 
 def test_generated_files_are_in_sync_with_the_registry() -> None:

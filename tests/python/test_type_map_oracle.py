@@ -19,7 +19,7 @@ import type_map
 from catalog_oracle import TOAST_NULLED, CatalogOracle, record, refused_by_capture
 from lakehouse import stop_dbt_worker
 
-from cdc_lakehouse.pg import TemporaryPostgres
+from devstack.pg import TemporaryPostgres
 
 pytestmark = pytest.mark.system
 

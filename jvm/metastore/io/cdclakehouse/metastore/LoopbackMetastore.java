@@ -16,7 +16,7 @@ import org.apache.thrift.transport.TServerSocket;
  * setting, so this starts the same handler ({@code HiveMetaStore.newRetryingHMSHandler}, what
  * {@code startMetaStore} runs) behind a Thrift server on {@code <host>:<port>}, unsecured
  * transport as {@code startMetaStore} sets it up without SASL. The database settings come from
- * the hive-site.xml on the class path (cdc_lakehouse.metastore writes it).
+ * the hive-site.xml on the class path (devstack.metastore writes it).
  *
  * <pre>java -cp conf:jars/cdc-metastore.jar:pyspark/jars/*:jars/postgresql.jar \
  *   io.cdclakehouse.metastore.LoopbackMetastore 127.0.0.1 9083</pre>

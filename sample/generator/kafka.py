@@ -37,12 +37,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cdc_lakehouse.bronze.layout import Layout, TopicFiles
 from cdc_lakehouse.capture import preflight
 from cdc_lakehouse.capture.config import CaptureConfig
 from cdc_lakehouse.capture.engine import engine_properties
-from cdc_lakehouse.layout import Layout, TopicFiles
-from cdc_lakehouse.sample.harness import TOPIC_PREFIX, CaptureGroup, SourceHarness
-from cdc_lakehouse.sample.northwind import LAYOUTS, Table
+from sample.generator.harness import TOPIC_PREFIX, CaptureGroup, SourceHarness
+from sample.generator.northwind import LAYOUTS, Table
 
 REPO = Path(__file__).resolve().parents[2]
 JARS = Path(os.environ.get("CDC_CONNECT_JARS", REPO / "jars" / "connect"))

@@ -9,10 +9,10 @@ database; every target then connects to it when `CDC_METASTORE_URI` is set
 (profiles/profiles.yml: `spark.hadoop.hive.metastore.uris`):
 
     export CDC_METASTORE_PASSWORD=...   # the database password, from the environment only
-    python -m cdc_lakehouse.metastore start \\
+    python -m devstack.metastore start \\
         --jdbc-url jdbc:postgresql://db.internal:5432/metastore --user hive
     export CDC_METASTORE_URI=thrift://127.0.0.1:9083
-    python -m cdc_lakehouse.metastore stop
+    python -m devstack.metastore stop
 
 The first start creates the metastore's tables in the (empty) database. Iceberg tables are
 registered there (SparkSessionCatalog, `type: hive`) as they are in Derby; other engines that
@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from cdc_lakehouse import services
-from cdc_lakehouse.services import ServiceError
+from devstack import services
+from devstack.services import ServiceError
 
 REPO = Path(__file__).resolve().parents[1]
 JARS = REPO / "jars"
@@ -196,7 +196,7 @@ def create_lock_tables(conninfo: str) -> None:
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
-        conn.execute("select pg_advisory_xact_lock(hashtext('cdc_lakehouse.metastore'))")
+        conn.execute("select pg_advisory_xact_lock(hashtext('devstack.metastore'))")
         for statement in LOCK_TABLES:
             conn.execute(statement)
 
@@ -304,7 +304,7 @@ def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.metastore",
+        prog="python -m devstack.metastore",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,6 +1,6 @@
 """The Northwind-shaped order system behind the bundled sample: tables, keys, landing shapes.
 
-Column types are PostgreSQL type names (also valid declared types for `cdc_lakehouse.spec`).
+Column types are PostgreSQL type names (also valid declared types for `cdc_lakehouse.bronze.spec`).
 `DDL` creates the tables on a real PostgreSQL source; `canonical_value` is the one textual form
 used by `sample/expected/*.jsonl`, so Spark output can be compared with those files.
 """
@@ -34,7 +34,7 @@ class Table:
     """One source table and how it lands.
 
     shape: `envelope` (Debezium envelope), `flattened` (ExtractNewRecordState rows) or `jdbc`
-        (query-based JDBC source connector rows), as in `cdc_lakehouse.spec.SHAPES`.
+        (query-based JDBC source connector rows), as in `cdc_lakehouse.bronze.spec.SHAPES`.
     added_later: columns added mid-stream by `ALTER TABLE ... ADD COLUMN` (not in `DDL`).
     order_by: `jdbc` only: the connector's timestamp column, then its incrementing column.
     layout: how the sink lays out the topic's files (a key of LAYOUTS; default Confluent's S3

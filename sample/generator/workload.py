@@ -33,7 +33,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
-from cdc_lakehouse.sample.northwind import DDL, MID_STREAM_DDL, TABLES, Table, canonical_row
+from sample.generator.northwind import DDL, MID_STREAM_DDL, TABLES, Table, canonical_row
 
 START = datetime(2024, 6, 3, 6, 0, tzinfo=UTC)
 ALTER_PHASE = 2

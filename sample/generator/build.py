@@ -1,13 +1,13 @@
 """Regenerate the bundled sample from a real PostgreSQL through real Debezium (`make sample`).
 
-    python -m cdc_lakehouse.sample.build --out sample --seed 7
+    python -m sample.generator.build --out sample --seed 7
 
-Starts a private PostgreSQL (`cdc_lakehouse.pg`), creates the Northwind-shaped tables, loads the
+Starts a private PostgreSQL (`devstack.pg`), creates the Northwind-shaped tables, loads the
 seeded initial rows, then for each phase runs the seeded workload and captures it with the
 project's capture tool (one Debezium engine per landing shape, the JDBC-style poller for
 suppliers). Writes `<out>/landing/topics/...`, `<out>/expected/<table>.jsonl` (PostgreSQL's
 final state, canonical form) and `<out>/README.md` (what is in it); then the Pagila pipeline
-(`cdc_lakehouse.sample.pagila`: query-based capture, Parquet landing). Takes about a minute.
+(`sample.generator.pagila`: query-based capture, Parquet landing). Takes about a minute.
 The source rows depend only on the seed; Debezium metadata (LSNs, txIds, ts_ms) differs per run.
 """
 
@@ -23,11 +23,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cdc_lakehouse.layout import Layout, TopicFiles
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample import pagila
-from cdc_lakehouse.sample.harness import SourceHarness, capture_groups
-from cdc_lakehouse.sample.northwind import DDL, MID_STREAM_DDL, TABLES, Table
+from cdc_lakehouse.bronze.layout import Layout, TopicFiles
+from devstack.pg import TemporaryPostgres
+from sample.generator import pagila
+from sample.generator.harness import SourceHarness, capture_groups
+from sample.generator.northwind import DDL, MID_STREAM_DDL, TABLES, Table
 
 PHASES = 3
 TRANSACTIONS = 250
@@ -118,8 +118,8 @@ def readme(args: argparse.Namespace, landing: Path, state, workload: Counter[str
     )
     return f"""# Sample landing zone: captured from a real PostgreSQL by real Debezium
 
-Regenerate with `make sample` (`python -m cdc_lakehouse.sample.build --out sample --seed \
-{args.seed}`): a private PostgreSQL 15, the seeded workload of `cdc_lakehouse/sample/workload.py`
+Regenerate with `make sample` (`python -m sample.generator.build --out sample --seed \
+{args.seed}`): a private PostgreSQL 15, the seeded workload of `sample/generator/workload.py`
 ({args.phases} phases of {args.transactions} transactions after the initial rows), and the
 project's capture tool (`python -m cdc_lakehouse.capture`, Debezium 3.6.3 embedded engine,
 pgoutput) after each phase. Source rows depend only on the seed; Debezium metadata (LSN, txId,
@@ -133,7 +133,7 @@ ts_ms) differs from run to run.
   bucket:outbox SELECT * FROM northwind.public.cdc_events PARTITIONBY customer_id,order_id
   STOREAS JSON PROPERTIES('flush.count'=50)`), over 3 Kafka partitions.
 - `expected/<table>.jsonl`: PostgreSQL's final state, one row per line sorted by primary key, in
-  the canonical form of `cdc_lakehouse.sample.northwind.canonical_value` (numeric as a string
+  the canonical form of `sample.generator.northwind.canonical_value` (numeric as a string
   with the column's scale, timestamps to the microsecond, timestamptz in UTC with `Z`, jsonb
   parsed, bytea base64, arrays as lists).
 

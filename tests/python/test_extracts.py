@@ -1,6 +1,6 @@
-"""Snapshot-diff deletes for query-based sources (cdc_lakehouse/snapshots.py): a complete extract
-deletes the keys it does not hold whose latest version is at or before its `as_of`, and nothing
-else; an incomplete one deletes nothing and is reported. The whole path through dbt (bronze,
+"""Snapshot-diff deletes for query-based sources (cdc_lakehouse/bronze/extracts.py): a complete
+extract deletes the keys it does not hold whose latest version is at or before its `as_of`, and
+nothing else; an incomplete one deletes nothing and is reported. The whole path through dbt (bronze,
 silver, history) is checked against PostgreSQL by the oracle (test_oracle.py: the workload deletes
 and re-inserts suppliers, which only the snapshots reveal)."""
 
@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lakehouse.decode import decode_changes
-from cdc_lakehouse.landing import LandingFile, read_landing_lines
-from cdc_lakehouse.snapshots import (
+from cdc_lakehouse.bronze.decode import decode_changes
+from cdc_lakehouse.bronze.extracts import (
     MANIFEST,
     delete_sequence,
     list_snapshots,
     with_snapshot_deletes,
     write_snapshot,
 )
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.landing import LandingFile, read_landing_lines
+from cdc_lakehouse.bronze.spec import TableSpec
 
 TOPIC = "shop_jdbc.suppliers"
 SPEC = TableSpec.from_config(

@@ -1,10 +1,10 @@
 """Trino reading the lakehouse: a single-node Trino server on 127.0.0.1 whose Iceberg catalog
-(`lakehouse`) is the shared Hive metastore (`cdc_lakehouse.metastore`), so it reads the very
+(`lakehouse`) is the shared Hive metastore (`devstack.metastore`), so it reads the very
 tables dbt builds: `select * from lakehouse.silver.customers`.
 
-    eval "$(python -m cdc_lakehouse.trino start --metastore-uri thrift://127.0.0.1:9083)"
-    python -m cdc_lakehouse.trino query "select count(*) from lakehouse.silver.customers"
-    python -m cdc_lakehouse.trino stop
+    eval "$(python -m devstack.trino start --metastore-uri thrift://127.0.0.1:9083)"
+    python -m devstack.trino query "select count(*) from lakehouse.silver.customers"
+    python -m devstack.trino stop
 
 For trying it and for the tests; a production Trino, Starburst or Athena is configured the same
 way (README "Read the tables from Trino, Athena or Starburst"). Trino 483 needs Java 25
@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_lakehouse import services
-from cdc_lakehouse.services import ServiceError
+from devstack import services
+from devstack.services import ServiceError
 
 REPO = Path(__file__).resolve().parents[1]
 JARS = REPO / "jars" / "trino"
@@ -198,7 +198,7 @@ def query(url: str, sql: str, *, user: str = "cdc_lakehouse") -> tuple[list[dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.trino",
+        prog="python -m devstack.trino",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

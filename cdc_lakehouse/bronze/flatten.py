@@ -15,10 +15,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
-from cdc_lakehouse.decode import backfills, decode_changes, quote_identifier
-from cdc_lakehouse.landing import list_landing_files, read_landing_lines
-from cdc_lakehouse.snapshots import list_snapshots, with_snapshot_deletes
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.decode import backfills, decode_changes, quote_identifier
+from cdc_lakehouse.bronze.extracts import list_snapshots, with_snapshot_deletes
+from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.spec import TableSpec
 
 # The names of the landing files a bronze table holds, kept beside it in a small table
 # (`<table>__cdc_loaded_files`: one row per file, and the version of the bronze table they

@@ -1,6 +1,6 @@
 """The real source harness: PostgreSQL + the seeded workload + the capture tool -> a landing zone.
 
-Used by `make sample` (`cdc_lakehouse.sample.build`) and by the oracle tests. One harness is one
+Used by `make sample` (`sample.generator.build`) and by the oracle tests. One harness is one
 source database and its captures:
 
 - one Debezium capture per landing shape, each its own subprocess (one JVM each), its own
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample.northwind import LAYOUTS, TABLES, Table
-from cdc_lakehouse.sample.workload import NorthwindWorkload, dump_state
+from devstack.pg import TemporaryPostgres
+from sample.generator.northwind import LAYOUTS, TABLES, Table
+from sample.generator.workload import NorthwindWorkload, dump_state
 
 TOPIC_PREFIX = "northwind"
 # KCQL PROPERTIES('flush.count'=50) of the reference outbox pipeline.

@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lakehouse.spec import (
+from cdc_lakehouse.bronze.spec import (
     MAX_DECIMAL_PRECISION,
     TYPE_ALIASES,
     TableSpec,

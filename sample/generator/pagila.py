@@ -1,7 +1,7 @@
 """The bundled sample's second reference pipeline: query-based CDC of a Pagila-shaped source, as
 the Pagila-on-RDS deployment runs it, landed as Parquet.
 
-    python -m cdc_lakehouse.sample.pagila --out sample --seed 7     # this part of `make sample`
+    python -m sample.generator.pagila --out sample --seed 7     # this part of `make sample`
 
 A JDBC source connector polls a join (`address` + `city` + `country`) in query mode,
 `timestamp+incrementing` on (`last_update`, `address_id`), with Kafka Connect's own SMTs
@@ -37,8 +37,8 @@ from typing import Any
 
 from cdc_lakehouse.capture.jdbc_source import JdbcSource
 from cdc_lakehouse.capture.transforms import apply_transforms, connect_transforms
-from cdc_lakehouse.pg import TemporaryPostgres
-from cdc_lakehouse.sample.northwind import Column, Table, canonical_row
+from devstack.pg import TemporaryPostgres
+from sample.generator.northwind import Column, Table, canonical_row
 
 TOPIC = "pagila_jdbc.address"
 PARTITION_FIELD = "country"
@@ -357,9 +357,9 @@ def readme_section(out: Path, seed: int, counts: Counter[str]) -> str:
     sink = json.dumps(SINK, indent=2)
     return f"""## Pagila: query-based capture, SMTs, Parquet landing
 
-Written by `python -m cdc_lakehouse.sample.pagila --out sample --seed {seed}` (part of
+Written by `python -m sample.generator.pagila --out sample --seed {seed}` (part of
 `make sample`): a private PostgreSQL with a Pagila-shaped `country` / `city` / `address`
-schema (Pagila's `last_update` trigger), the seeded workload of `cdc_lakehouse/sample/pagila.py`
+schema (Pagila's `last_update` trigger), the seeded workload of `sample/generator/pagila.py`
 ({PHASES} phases of {TRANSACTIONS} transactions after {INITIAL_ADDRESSES} addresses), and the
 project's imitation of the JDBC source connector in query mode polling after each phase.
 

@@ -3,11 +3,11 @@
 For trying the `cluster` and `thrift` dbt targets on one machine, and for the tests that build
 the sample on them. Everything listens on 127.0.0.1 only, on free ports chosen at start.
 
-    python -m cdc_lakehouse.cluster start            # master + 2 workers (1 core, 1g each)
-    python -m cdc_lakehouse.cluster thrift-start     # Thrift server on that cluster
-    python -m cdc_lakehouse.cluster env              # export lines for the dbt targets
-    python -m cdc_lakehouse.cluster status
-    python -m cdc_lakehouse.cluster stop             # Thrift server, workers, master
+    python -m devstack.cluster start            # master + 2 workers (1 core, 1g each)
+    python -m devstack.cluster thrift-start     # Thrift server on that cluster
+    python -m devstack.cluster env              # export lines for the dbt targets
+    python -m devstack.cluster status
+    python -m devstack.cluster stop             # Thrift server, workers, master
 
 State (ports, pids), logs and the workers' scratch folders live in `.lakehouse/cluster/`
 (or `--state-dir`, env CDC_CLUSTER_DIR). The Thrift server takes its catalog settings from the
@@ -38,7 +38,7 @@ import jinja2
 import pyspark
 import yaml
 
-from cdc_lakehouse import services
+from devstack import services
 
 SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"
@@ -455,7 +455,7 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.cluster",
+        prog="python -m devstack.cluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

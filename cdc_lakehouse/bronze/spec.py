@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc_lakehouse.layout import Layout
+from cdc_lakehouse.bronze.layout import Layout
 
 SHAPES = ("envelope", "flattened", "jdbc")
 DECIMAL_MODES = ("precise", "string", "double")

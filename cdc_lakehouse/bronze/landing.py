@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc_lakehouse.layout import LandingFile, Layout, TopicFiles
+from cdc_lakehouse.bronze.layout import LandingFile, Layout, TopicFiles
 
 __all__ = ["LINES_SCHEMA", "LandingFile", "Layout", "list_landing_files", "read_landing_lines"]
 

@@ -45,10 +45,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from cdc_lakehouse.decode import loaded_at_sql
-from cdc_lakehouse.landing import landing_root
-from cdc_lakehouse.layout import LandingFile
-from cdc_lakehouse.spec import TableSpec
+from cdc_lakehouse.bronze.decode import loaded_at_sql
+from cdc_lakehouse.bronze.landing import landing_root
+from cdc_lakehouse.bronze.layout import LandingFile
+from cdc_lakehouse.bronze.spec import TableSpec
 
 MANIFEST = "_cdc_snapshot.json"
 # A jdbc-shape sequence is <epoch micros of the timestamp> * 10^19 + <incrementing column>.

@@ -2,10 +2,10 @@
 the warehouse of the `cluster` and `thrift` targets when no bucket of a cloud is at hand.
 
     export AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=...   # the store's only identity
-    python -m cdc_lakehouse.objectstore start --bucket lake
+    python -m devstack.objectstore start --bucket lake
     export CDC_S3_ENDPOINT=http://127.0.0.1:8333             # what `start` prints
-    python -m cdc_lakehouse.objectstore upload sample/landing s3a://lake/landing
-    python -m cdc_lakehouse.objectstore stop
+    python -m devstack.objectstore upload sample/landing s3a://lake/landing
+    python -m devstack.objectstore stop
 
 Spark reaches it through Hadoop's s3a file system (`jars/s3/`, `make s3-jars`; the profile adds
 them and the endpoint when CDC_S3_ENDPOINT is set, see docs/deployment.md, "Object storage").
@@ -29,8 +29,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cdc_lakehouse import services
-from cdc_lakehouse.services import ServiceError
+from devstack import services
+from devstack.services import ServiceError
 
 HOST = "127.0.0.1"
 DEFAULT_STATE_DIR = Path(".lakehouse") / "objectstore"
@@ -228,7 +228,7 @@ def list_folder(state: ObjectStoreState, url: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.objectstore",
+        prog="python -m devstack.objectstore",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
