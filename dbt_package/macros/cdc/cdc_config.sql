@@ -106,7 +106,7 @@
 {% macro cdc_placeholder_predicate(relation, placeholder) %}
     {%- set checks = [] -%}
     {%- if execute -%}
-        {#- Every form the decoder recognises (cdc_lakehouse/decode.py, unavailable_sql): the
+        {#- Every form the decoder recognises (cdc_lakehouse/bronze/decode.py, unavailable_sql): the
             string, base64 of its bytes (bytea), a text array holding it, the array of its bytes. -#}
         {%- set literal = "'" ~ placeholder ~ "'" -%}
         {%- set as_bytes = "to_json(transform(sequence(1, length(" ~ literal ~ ")), i -> ascii(substr(" ~ literal ~ ", i, 1))))" -%}

@@ -32,7 +32,7 @@
   True when a column of the change log `changes` that the model's table lacks (`new_columns`)
   holds a value in an event the table already applied (loaded at or before its watermark): a
   column declared after its values were loaded with schemas off, which the bronze model filled
-  for those events (fill_declared_columns, in cdc_lakehouse/dbt_flatten.py). Only a resolution
+  for those events (fill_declared_columns, in cdc_lakehouse/bronze/flatten.py). Only a resolution
   of the whole change log gives the table those values. Columns added at the source come with
   events after the watermark: they do not count. The scan stops at the first such event.
 #}

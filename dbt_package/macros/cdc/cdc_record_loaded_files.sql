@@ -1,7 +1,7 @@
 {#
   Post-hook of every bronze model: write `<table>__cdc_loaded_files`, the names of the
   landing files the table holds and the snapshot of the table they describe, from the session
-  view the model left (cdc_lakehouse/dbt_flatten.py). The next incremental run reads the names
+  view the model left (cdc_lakehouse/bronze/flatten.py). The next incremental run reads the names
   from there instead of scanning the table's file column; a run that left no view (nothing new,
   names already recorded) changes nothing.
 #}
@@ -9,7 +9,7 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {#- The model's view has the table's name (cdc_lakehouse/dbt_flatten.py, LEDGER_SUFFIX). -#}
+    {#- The model's view has the table's name (cdc_lakehouse/bronze/flatten.py, LEDGER_SUFFIX). -#}
     {%- set view = cdc_lakehouse.cdc_loaded_files_relation(this).identifier -%}
     {%- if run_query("show views like '" ~ view ~ "'").rows | length == 0 -%}
         {{ return('') }}
