@@ -14,10 +14,12 @@ ENGINES = {
 }
 
 
-def _label(n: int) -> str:
-    from benchmarks.run import label
-
-    return label(n)
+def label(n: int) -> str:
+    """1000000 -> '1M', 10000 -> '10k', 7812345 -> '7.81M'."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
 
 
 def initial_load(results: dict[str, Any], path: Path) -> None:
@@ -27,7 +29,7 @@ def initial_load(results: dict[str, Any], path: Path) -> None:
     if not rows:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    sizes = [_label(r["events"]) for r in rows]
+    sizes = [label(r["events"]) for r in rows]
     engines = [e for e in ENGINES if e == "pipeline" or any(e in r["references"] for r in rows)]
     width = 0.8 / len(engines)
     for i, engine in enumerate(engines):
@@ -65,7 +67,7 @@ def incremental(results: dict[str, Any], path: Path) -> None:
     groups, pipeline, merge, hudi = [], [], [], []
     for table in tables:
         for batch in table["batches"]:
-            groups.append(f"{_label(batch['events'])} into\n{_label(table['rows'])} rows")
+            groups.append(f"{label(batch['events'])} into\n{label(table['rows'])} rows")
             pipeline.append(batch["pipeline"]["wall_seconds"])
             merge.append(batch.get("spark_merge", {}).get("wall_seconds", 0))
             hudi.append(batch.get("hudi", {}).get("wall_seconds", 0))
@@ -80,7 +82,7 @@ def incremental(results: dict[str, Any], path: Path) -> None:
     names, incremental_s, rebuild_s, naive_s = [], [], [], []
     for table in tables:
         first = min(table["batches"], key=lambda b: b["events"])
-        names.append(f"{_label(table['rows'])} rows")
+        names.append(f"{label(table['rows'])} rows")
         incremental_s.append(first["pipeline"]["wall_seconds"])
         rebuild_s.append(table["full_build"]["wall_seconds"])
         naive_s.append(table.get("naive_rebuild", {}).get("wall_seconds", 0))
@@ -105,12 +107,12 @@ def memory(results: dict[str, Any], path: Path) -> None:
     bars: list[tuple[str, float, float]] = []
     for row in results["scenarios"].get("initial", []):
         p = row["pipeline"]
-        name = f"load {_label(row['events'])}" + (" (schemas)" if row["schemas"] else "")
+        name = f"load {label(row['events'])}" + (" (schemas)" if row["schemas"] else "")
         bars.append((name, p["peak_jvm_rss_mib"] / 1024, p["peak_python_rss_mib"] / 1024))
     for table in results["scenarios"].get("incremental", []):
         for batch in table["batches"]:
             p = batch["pipeline"]
-            name = f"{_label(batch['events'])} into {_label(table['rows'])}"
+            name = f"{label(batch['events'])} into {label(table['rows'])}"
             bars.append((name, p["peak_jvm_rss_mib"] / 1024, p["peak_python_rss_mib"] / 1024))
     noop = results["scenarios"].get("noop")
     if noop:
@@ -146,7 +148,7 @@ def maintenance(results: dict[str, Any], path: Path) -> None:
     reads = [mt["read_fresh"], mt["read_before"], mt["read_after"]]
     left.bar(stages, [r["seconds"] for r in reads], color=["#9467bd", "#d62728", "#2ca02c"])
     left.set_ylabel("seconds (best of 3, warm session)")
-    left.set_title(f"Full read of silver ({_label(mt['rows'])} rows)")
+    left.set_title(f"Full read of silver ({label(mt['rows'])} rows)")
     kinds = [("data_files", "data files"), ("position_delete_files", "delete files"),
              ("snapshots", "snapshots")]  # fmt: skip
     xs = range(len(kinds))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import generate
+from benchmarks.charts import draw_charts, label
 from benchmarks.measure import Measured, run_measured
 from benchmarks.project import (
     REPO,
@@ -80,14 +81,6 @@ SCALES = {
 KEYS_PER_EVENT = 0.8
 SCENARIOS = ("initial", "incremental", "noop", "maintenance", "capture")
 REFERENCES = ("duckdb", "spark-naive", "spark-merge", "hudi")
-
-
-def label(n: int) -> str:
-    """1000000 -> '1M', 10000 -> '10k', 7812345 -> '7.81M'."""
-    for unit, size in (("M", 1_000_000), ("k", 1_000)):
-        if n >= size:
-            return f"{n / size:.3g}{unit}"
-    return str(n)
 
 
 def say(message: str) -> None:
@@ -796,7 +789,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(results: dict[str, Any], out: Path, publish_docs: bool) -> int:
     """Targets, charts and results.md of `results` (and docs/ with `publish_docs`)."""
-    from benchmarks.charts import draw_charts
 
     results["targets"] = evaluate(results)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
