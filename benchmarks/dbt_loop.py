@@ -1,6 +1,6 @@
 """Many small incremental runs in one process: land a batch, `dbt run`, repeat.
 
-The loop is cdc_lakehouse.continuous's (a long-lived driver): dbt's programmatic runner keeps
+The loop is cdc_lakehouse.runner.continuous's (a long-lived driver): dbt's programmatic runner keeps
 the SparkSession (and its JVM) between invocations, so each run costs what the pipeline does
 rather than a JVM start. The benchmark uses it to time warm runs, and to reach the state of a
 table after many scheduled runs (many snapshots, small files, merge-on-read deletes) in
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
     )
     os.chdir(args.project)
-    from cdc_lakehouse.continuous import invoke_repeatedly
+    from cdc_lakehouse.runner.continuous import invoke_repeatedly
 
     command = [
         "run", "--quiet",

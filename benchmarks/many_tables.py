@@ -8,11 +8,11 @@ dates, arrays, jsonb, bytea...), `--rows` rows each; `python -m cdc_lakehouse.ta
 postgres` registers them and `generate` writes their models into a fresh project (this repo's
 dbt_project.yml, macros and profiles, the engine as a dbt package; no sample tables); the capture
 tool snapshots them; then, timed: a full `dbt parse`; the initial build (models and every data
-test); a no-op `dbt build` and a no-op `python -m cdc_lakehouse.changed`; after changes
-(updates, deletes, inserts) to `--changed` tables, a build of the changed tables only
-(`cdc_lakehouse.changed`); after changes to `--changed` other tables, a plain `dbt build` of every
-table. After every build each silver table is compared with PostgreSQL, cell by cell. Results:
-`<out>/many_tables.json` and a printed summary.
+test); a no-op `dbt build` and a no-op `python -m cdc_lakehouse.runner.changed`; after
+changes (updates, deletes, inserts) to `--changed` tables, a build of the changed tables only
+(`cdc_lakehouse.runner.changed`); after changes to `--changed` other tables, a plain `dbt build`
+of every table. After every build each silver table is compared with PostgreSQL, cell by cell.
+Results: `<out>/many_tables.json` and a printed summary.
 """
 
 from __future__ import annotations
@@ -268,11 +268,11 @@ LONG_LIVED_ROUNDS = [
 def long_lived_driver(
     project: Path, env: dict[str, str], variables: str, land: Callable[[str | None], list[str]]
 ) -> list[dict[str, Any]]:
-    """`python -m cdc_lakehouse.continuous --changed-only -- build` in this process: before each
-    run (untimed), `land` changes the source and captures it; each run builds only the tables
+    """`python -m cdc_lakehouse.runner.continuous --changed-only -- build` in this process: before
+    each run (untimed), `land` changes the source and captures it; each run builds only the tables
     whose landing changed. Then one more invocation, untimed, exports every silver table (the
     embedded metastore admits only this process). Returns one report per round."""
-    from cdc_lakehouse.continuous import changed_only_chooser, invoke_repeatedly
+    from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
 
     os.environ.update(env)
     os.chdir(project)
@@ -401,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             "state_dir": str(args.work / "capture-state"),
             "topic_prefix": SCHEMA,
         }
-        changed_only = [sys.executable, "-m", "cdc_lakehouse.changed", "--project", str(project)]
+        changed_only = [
+            sys.executable, "-m", "cdc_lakehouse.runner.changed", "--project", str(project)
+        ]  # fmt: skip
         changed_env = {**env, "CDC_LANDING_ROOT": str(landing)}
         if args.no_op_only:
             return no_op_only(args, project, config, changed_only, changed_env, results, dbt)
@@ -428,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                     changed_only, project, changed_env, "no-op, changed tables only"
                 )
             elif step == "changed-only":
-                # `python -m cdc_lakehouse.changed`: the changed tables and what depends on them
+                # `python -m cdc_lakehouse.runner.changed`: the changed tables and their dependents
                 export = "changed-only"
                 command = [*changed_only, "--", "build", "--vars", dbt("build", export=export)[-1]]
                 results["incremental_changed_only"] = run(

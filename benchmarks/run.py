@@ -344,8 +344,9 @@ def scenario_incremental(suite: Suite) -> list[dict[str, Any]]:
             table["batches"].append(batch)
             suite.results["scenarios"]["incremental"] = [*tables, table]
             suite.save()
-        # The smallest batch again, in a long-lived driver (cdc_lakehouse.continuous): the first
-        # of the scale's warm runs starts the process, the others show what a scheduled run costs.
+        # The smallest batch again, in a long-lived driver (cdc_lakehouse.runner.continuous): the
+        # first of the scale's warm runs starts the process, the others show what a scheduled run
+        # costs.
         first = min(suite.scale.batches)
         runs = suite.scale.warm_runs
         say(f"incremental {name}: {runs} runs of {label(first)} in one process")
@@ -372,9 +373,9 @@ def scenario_noop(suite: Suite) -> dict[str, Any]:
     say(f"no-op: dbt build on {name} with nothing new landed")
     result = suite.dbt(["build"], lakehouse, landing)
     runs = suite.scale.warm_runs
-    say(f"no-op: {runs} builds in one process (python -m cdc_lakehouse.continuous)")
+    say(f"no-op: {runs} builds in one process (python -m cdc_lakehouse.runner.continuous)")
     loop = run_measured(
-        [sys.executable, "-m", "cdc_lakehouse.continuous", "--every", "0",
+        [sys.executable, "-m", "cdc_lakehouse.runner.continuous", "--every", "0",
          "--runs", str(runs), "--", *dbt_command(["build"], lakehouse, landing)[1:]],
         cwd=suite.project,
         env=spark_env(lakehouse),
@@ -499,7 +500,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             warm = large["warm"]["warm_seconds"]
             add(
                 f"{label(first)} batch into {label(large['rows'])} rows vs a full rebuild, "
-                "long-lived driver (cdc_lakehouse.continuous)",
+                "long-lived driver (cdc_lakehouse.runner.continuous)",
                 "<= 10% of a full rebuild",
                 f"{warm / rebuild:.0%} ({warm:.1f} s vs {rebuild:.0f} s full build)",
                 warm / rebuild <= 0.10,
@@ -515,7 +516,8 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         if "warm" in noop:
             warm = noop["warm"]["warm_seconds"]
             add(
-                f"no-op dbt build ({noop['table']}), long-lived driver (cdc_lakehouse.continuous)",
+                f"no-op dbt build ({noop['table']}), long-lived driver "
+                "(cdc_lakehouse.runner.continuous)",
                 "<= 20 s wall",
                 f"{warm:.1f} s",
                 warm <= 20,
@@ -663,7 +665,7 @@ def markdown(results: dict[str, Any]) -> str:
         if "warm" in noop:
             line += (
                 f"; {noop['warm']['warm_seconds']:.1f} s in a long-lived driver (`python -m "
-                "cdc_lakehouse.continuous`, runs: "
+                "cdc_lakehouse.runner.continuous`, runs: "
                 + ", ".join(f"{x:.1f}" for x in noop["warm"]["seconds"])
                 + " s; the first starts the process)"
             )

@@ -1,8 +1,8 @@
 """A Hive metastore service that several processes share, its database in PostgreSQL.
 
 The embedded target keeps its metastore in Derby, which admits one process: while
-`python -m cdc_lakehouse.continuous` runs, `dbt show`, `dbt docs generate` or another build on
-the same lakehouse cannot open it, and a Thrift server cannot share it with a session target.
+`python -m cdc_lakehouse.runner.continuous` runs, `dbt show`, `dbt docs generate` or another build
+on the same lakehouse cannot open it, and a Thrift server cannot share it with a session target.
 This starts the metastore service of Spark's own Hive jars (2.3.9, from the pyspark wheel; the
 metastore every Spark target already speaks) on 127.0.0.1, with its tables in a PostgreSQL
 database; every target then connects to it when `CDC_METASTORE_URI` is set

@@ -1,6 +1,6 @@
 """This project on one delivery of the sample, run as production runs it: a fresh lakehouse, the
 delivery's batches landed one after the other, and after each a run of the long-lived driver
-that builds only the tables whose landing changed (`python -m cdc_lakehouse.continuous
+that builds only the tables whose landing changed (`python -m cdc_lakehouse.runner.continuous
 --changed-only -- run`: their bronze, staging, silver and history models; not the gold models
 or the rejects table, which the peers do not build). After the last batch one more run, timed
 apart, exports silver and the histories (cdc_export) for the comparison.
@@ -53,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     os.environ["CDC_LANDING_ROOT"] = str(landing)
     os.chdir(REPO)
-    from cdc_lakehouse import changed
-    from cdc_lakehouse.continuous import changed_only_chooser, invoke_repeatedly
+    from cdc_lakehouse.runner import changed
+    from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
 
     # An empty landing and an empty lakehouse: nothing to build until a batch lands (without a
     # saved listing the first run would build every table of the project).

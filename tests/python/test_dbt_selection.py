@@ -17,7 +17,7 @@ pytestmark = pytest.mark.dbt
 
 BUILT = ("model.", "seed.", "snapshot.")
 # The selections the README, docs/ and the project's files advise, and what
-# `cdc_lakehouse.changed` runs.
+# `cdc_lakehouse.runner.changed` runs.
 SELECTIONS = [
     "+silver.customers",  # README Quickstart: "one table and what it needs"
     "+exposure:sales_dashboard",  # models/gold/_gold__exposures.yml

@@ -62,7 +62,10 @@ def test_a_project_outside_the_repository_parses_on_the_wheels_and_the_package(
     project = user_project(tmp_path / "project")
     (project / "tables").mkdir()
     (project / "tables" / "shop.yml").write_text(yaml.safe_dump(REGISTRY, sort_keys=False))
-    tables = [sys.executable, "-m", "cdc_lakehouse.tables", "--project", str(project)]
+    # the wheel's command for the registry (`cdc-tables`, as `python -m cdc_lakehouse.tables`)
+    for command in ("cdc-tables", "cdc-changed", "cdc-continuous", "cdc-capture"):
+        assert (site / "bin" / command).exists(), sorted(p.name for p in (site / "bin").iterdir())
+    tables = [sys.executable, str(site / "bin" / "cdc-tables"), "--project", str(project)]
     _run([*tables, "generate"], env=env, cwd=tmp_path)
     _run([*tables, "check"], env=env, cwd=tmp_path)
     target = tmp_path / "target"

@@ -1,24 +1,23 @@
 """A metastore several processes share: the Hive metastore service (`devstack.metastore`) on
 127.0.0.1, its tables in a real PostgreSQL, and `CDC_METASTORE_URI` set for every dbt process.
 
-The lakehouse is the one test_cluster_targets.py built before this file (object_store_stack.py:
-the same metastore service and the same warehouse and landing zone in object storage), which
-this file continues as a production loop continues what a first build made: while `python -m
-cdc_lakehouse.continuous` keeps building the customers tables of the sample in a loop, another
-dbt process on the same lakehouse runs `dbt show`, a `dbt build` of the products tables and `dbt
-docs generate`, one after the other (its JVM started once). With the embedded Derby metastore it
-fails while the loop's process holds it. Nothing has landed since the cluster build, so the
-loop's runs find no new file (its first run, which ends before the other processes start, builds
-the customers tables from nothing when this file runs alone: the runs beside the others find
-nothing new either way). The products build rebuilds its tables from the landing files
-(`--full-refresh`): every write of a first build, beside the loop. Then two processes append to one
-Iceberg table at once: every commit must survive (the metastore lock; without it Hive 2.3.9 lets
-one process overwrite the other's commit). Last, Trino (single node, its Iceberg connector on
-the same metastore) and pyiceberg (its Hive catalog, a Python user's way in) read the silver,
-history and gold tables those processes built, and every cell equals Spark's. The tables live in
-object storage (SeaweedFS, `devstack.objectstore`, `s3a://lake/warehouse`): every process,
-the metastore service, Trino's native S3 file system and pyiceberg's reach them there.
-"""
+The lakehouse is the one test_cluster_targets.py built before this file (object_store_stack.py: the
+same metastore service and the same warehouse and landing zone in object storage), which this file
+continues as a production loop continues what a first build made: while `python -m
+cdc_lakehouse.runner.continuous` keeps building the customers tables of the sample in a loop,
+another dbt process on the same lakehouse runs `dbt show`, a `dbt build` of the products tables and
+`dbt docs generate`, one after the other (its JVM started once). With the embedded Derby metastore
+it fails while the loop's process holds it. Nothing has landed since the cluster build, so the
+loop's runs find no new file (its first run, which ends before the other processes start, builds the
+customers tables from nothing when this file runs alone: the runs beside the others find nothing new
+either way). The products build rebuilds its tables from the landing files (`--full-refresh`): every
+write of a first build, beside the loop. Then two processes append to one Iceberg table at once:
+every commit must survive (the metastore lock; without it Hive 2.3.9 lets one process overwrite the
+other's commit). Last, Trino (single node, its Iceberg connector on the same metastore) and
+pyiceberg (its Hive catalog, a Python user's way in) read the silver, history and gold tables those
+processes built, and every cell equals Spark's. The tables live in object storage (SeaweedFS,
+`devstack.objectstore`, `s3a://lake/warehouse`): every process, the metastore service, Trino's
+native S3 file system and pyiceberg's reach them there."""
 
 from __future__ import annotations
 
@@ -71,7 +70,8 @@ def trino_canonical(column: str, trino_type: str) -> str:
 
 
 class Loop:
-    """`python -m cdc_lakehouse.continuous` in the background; its JSON run reports collected."""
+    """`python -m cdc_lakehouse.runner.continuous` in the background; its JSON run reports
+    collected."""
 
     def __init__(self, command: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
@@ -123,7 +123,7 @@ def shared(
                 [
                     sys.executable,
                     "-m",
-                    "cdc_lakehouse.continuous",
+                    "cdc_lakehouse.runner.continuous",
                     "--every",
                     "30",
                     "--",

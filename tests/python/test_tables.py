@@ -20,10 +20,10 @@ import pytest
 import yaml
 from lakehouse import REPO, SAMPLE, SAMPLE_SOURCES, SAMPLE_TABLES, source_of
 
-from cdc_lakehouse import changed
 from cdc_lakehouse.bronze.decode import connect_encoding, declared_encoding
 from cdc_lakehouse.bronze.layout import Layout
 from cdc_lakehouse.bronze.spec import TableSpec, spark_type
+from cdc_lakehouse.runner import changed
 from cdc_lakehouse.tables import discover, registry
 from cdc_lakehouse.tables.__main__ import main
 from cdc_lakehouse.tables.generate import MARK, check, outputs, write
@@ -525,7 +525,7 @@ def test_every_generated_file_names_its_registry_file() -> None:
 
 
 def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
-    """`python -m cdc_lakehouse.changed` selects the tables whose topic folders changed since
+    """`python -m cdc_lakehouse.runner.changed` selects the tables whose topic folders changed since
     the listing the last successful run saved; everything on a first run or a remote root."""
     project = project_with(tmp_path, SHOP + INVOICES)
     landing = tmp_path / "landing"

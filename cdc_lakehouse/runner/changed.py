@@ -1,7 +1,7 @@
 """Build only what new landing files change: the cost of a run follows the tables that changed.
 
-    python -m cdc_lakehouse.changed                   # = dbt build, changed tables only
-    python -m cdc_lakehouse.changed -- build --exclude tag:slow
+    python -m cdc_lakehouse.runner.changed                   # = dbt build, changed tables only
+    python -m cdc_lakehouse.runner.changed -- build --exclude tag:slow
 
 A plain `dbt build` runs every model and test of every table, even when one topic received files:
 with 50 tables, a build where nothing landed still costs minutes. This lists the landing zone's
@@ -240,7 +240,7 @@ def next_run(
     project: Path, root: str, state: Path, command: Sequence[str], build_all: bool = False
 ) -> tuple[list[str] | None, Callable[[Any], None], str]:
     """This run's dbt command (None: nothing landed, do not run dbt), what to call with dbt's
-    result once it has run, and why. Shared by `main` and `cdc_lakehouse.continuous
+    result once it has run, and why. Shared by `main` and `cdc_lakehouse.runner.continuous
     --changed-only`. After a success the listing taken before the run is saved. After a failure
     of a changed-tables run, the listing is saved for the tables the run finished, the previous
     one kept for those it did not (failed_topics): the next run builds only those again, where
@@ -280,7 +280,7 @@ def next_run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.changed",
+        prog="python -m cdc_lakehouse.runner.changed",
         description="dbt build of the tables whose landing topics changed since the last run",
     )
     parser.add_argument("--project", default=".", help="dbt project folder (default: .)")
@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     project = Path(args.project).resolve()
     state = args.state.resolve()
     command, after_run, why = next_run(project, args.landing_root, state, command, args.all)
-    print(f"cdc_lakehouse.changed: {why}", flush=True)
+    print(f"cdc_lakehouse.runner.changed: {why}", flush=True)
     if command is None:
         return 0
     if "--vars" not in command:

@@ -6,13 +6,13 @@ pipeline runs every few minutes, so that fixed cost can be most of each run. Her
 programmatic runner invokes the command in a loop; the embedded (or cluster) SparkSession and
 its JVM live as long as the process:
 
-    python -m cdc_lakehouse.continuous --every 60 -- build
-    python -m cdc_lakehouse.continuous --runs 3 -- build --select tag:cdc_bronze+
-    python -m cdc_lakehouse.continuous --every 60 --changed-only -- build
+    python -m cdc_lakehouse.runner.continuous --every 60 -- build
+    python -m cdc_lakehouse.runner.continuous --runs 3 -- build --select tag:cdc_bronze+
+    python -m cdc_lakehouse.runner.continuous --every 60 --changed-only -- build
 
 With `--changed-only`, each run builds only the tables whose landing topics changed since the
 last successful run, and what depends on them, and a run where nothing landed is skipped
-(`cdc_lakehouse.changed`): the cost of a run follows the tables that changed.
+(`cdc_lakehouse.runner.changed`): the cost of a run follows the tables that changed.
 
 Each run prints one JSON line (start time, seconds, success). A failed run is reported and the
 loop goes on with the next one; with `--runs`, the exit status is that of the last run. The
@@ -93,11 +93,11 @@ def invoke_repeatedly(
 def changed_only_chooser() -> Callable[
     [list[str]], tuple[list[str] | None, Callable[[Any], None], str]
 ]:
-    """Each run's command for `--changed-only`: see cdc_lakehouse.changed (same defaults: the
+    """Each run's command for `--changed-only`: see cdc_lakehouse.runner.changed (same defaults: the
     project in the current folder, $CDC_LANDING_ROOT, the listing beside the lakehouse)."""
     from pathlib import Path
 
-    from cdc_lakehouse import changed
+    from cdc_lakehouse.runner import changed
 
     project = Path.cwd()
     root = os.environ.get("CDC_LANDING_ROOT", "sample/landing")
@@ -113,7 +113,7 @@ def changed_only_chooser() -> Callable[
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cdc_lakehouse.continuous",
+        prog="python -m cdc_lakehouse.runner.continuous",
         description="Run a dbt command repeatedly in one process (Spark stays warm).",
     )
     parser.add_argument(
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--changed-only",
         action="store_true",
-        help="build only the tables whose landing topics changed (cdc_lakehouse.changed)",
+        help="build only the tables whose landing topics changed (cdc_lakehouse.runner.changed)",
     )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)

@@ -1,0 +1,6 @@
+"""The runs: build only what landed.
+
+changed     one run from a new process (cron): the tables whose landing files changed since the
+            last successful run, and what depends on them; nothing landed, no dbt at all
+continuous  dbt in a loop in one process, its Spark session kept warm between runs
+"""
