@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 
 from benchmarks.measure import run_measured
-from benchmarks.project import link_package
 from cdc_lakehouse.capture import run_capture_subprocess
 from devstack.pg import TemporaryPostgres
+from devstack.project import make_project as make_dbt_project
 from sample.generator.northwind import canonical_value
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,12 +182,8 @@ def change_source(
 def make_project(folder: Path) -> Path:
     """A fresh project as a user starts one: this repo's settings and profiles, the engine as a
     dbt package, and no table until the generator registers them."""
-    folder.mkdir(parents=True)
-    shutil.copyfile(REPO / "dbt_project.yml", folder / "dbt_project.yml")
-    for name in ("macros", "profiles", "jars"):
-        (folder / name).symlink_to(REPO / name)
-    link_package(folder)
-    return folder
+    config = yaml.safe_load((REPO / "dbt_project.yml").read_text())
+    return make_dbt_project(folder, config=config)
 
 
 def _machine_cpu() -> float:

@@ -3,8 +3,8 @@
 A small project is written to a scratch folder: the bronze Python model is this repo's own
 file (`python_models/bronze/northwind/bronze_northwind__customers.py`, the decoder behind it),
 the staging and silver models are the few lines docs/tables.md ("Add a table") asks for, and
-`profiles/` and `jars/` are links to this repo's. It uses the engine as a dbt package
-(dbt_package/, linked into `dbt_packages/` as `dbt deps` links a local package: link_package).
+the rest is a scratch project as every test's (devstack.project: the engine's dbt package, this
+repo's profiles and jars).
 
 Every dbt command runs in its own process against a private lakehouse folder
 (`CDC_LAKEHOUSE_DIR`), with `--target-path` and `--log-path` under it.
@@ -24,6 +24,7 @@ import yaml
 from benchmarks.generate import KEY, TOPIC
 from benchmarks.measure import Measured, run_measured
 from cdc_lakehouse.tables.generate import BRONZE_CONFIG
+from devstack.project import make_project as make_dbt_project
 
 REPO = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")
@@ -92,26 +93,12 @@ SILVER = "silver.items"
 BRONZE = "bronze.bronze_bench__items"
 
 
-def link_package(project: Path) -> None:
-    """Make `project` use this repository's dbt package, as `packages.yml` with `local:` and
-    `dbt deps` do (dbt links a local package into dbt_packages/), without a dbt process."""
-    (project / "packages.yml").write_text(
-        yaml.safe_dump({"packages": [{"local": str(REPO / "dbt_package")}]})
-    )
-    (project / "dbt_packages").mkdir(exist_ok=True)
-    (project / "dbt_packages" / "cdc_lakehouse").symlink_to(REPO / "dbt_package")
-
-
 def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
     """Write the project to `folder` (kept if it exists) for a topic's `cdc_table` config."""
     folder = Path(folder)
     if (folder / "dbt_project.yml").exists():
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dbt_project.yml").write_text(yaml.safe_dump(project_config(), sort_keys=False))
-    for name in ("profiles", "jars"):
-        (folder / name).symlink_to(REPO / name)
-    link_package(folder)
+    make_dbt_project(folder, config=project_config())
     bronze = folder / "python_models" / "bronze" / "bench"
     staging = folder / "models" / "staging" / "bench"
     silver = folder / "models" / "silver"

@@ -900,7 +900,7 @@ class CatalogOracle:
         """`from-postgres` for each source, then `generate`, as docs/tables.md ("Onboard a
         database")."""
         if self.user_project:
-            user_project(self.project, hooks=["{{ cdc_lakehouse.cdc_export(results) }}"])
+            user_project(self.project)
         else:
             project_skeleton(self.project)
         for source in self.sources:

@@ -1,48 +1,24 @@
-"""A throw-away dbt project that uses this repo's dbt package, for tests that need tables the
-main project does not have (every Debezium sample variant, oracle tables...).
-
-It links the package (as `dbt deps` links a local one), the repo's profiles and jars; the
-package's macros set what the generated models need, so its dbt_project.yml holds only what a
-user's does: schemas, the file format, the landing root and the export hook.
+"""A throw-away dbt project, for tests that need tables the example project does not have (every
+Debezium sample variant, oracle tables...): made as a user makes one (devstack.project: the
+dbt_project.yml of docs/package.md, the engine's dbt package linked), with the export hook the
+comparisons read and tables from a registry, tables/scratch.yml, through the generator.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from lakehouse import DBT, REPO
 
-from benchmarks.project import link_package
 from cdc_lakehouse.tables.generate import write
 from cdc_lakehouse.tables.registry import REGISTRY_DIR
+from devstack.project import documented_config
+from devstack.project import make_project as make_dbt_project
 
-PROJECT_YML = """
-name: scratch
-version: "0.1.0"
-config-version: 2
-profile: cdc_lakehouse
-model-paths: ["models", "python_models"]
-on-run-end:
-  - "{{ cdc_lakehouse.cdc_export(results) }}"
-models:
-  scratch:
-    +file_format: iceberg
-    bronze:
-      +schema: bronze
-      +cdc_landing_root: "{{ var('cdc_landing_root', 'landing') }}"
-    staging:
-      +schema: staging
-      +materialized: view
-    silver:
-      +schema: silver
-"""
+# What the comparisons read: each silver table exported after a build (cdc_export)
+EXPORT_HOOK = "{{ cdc_lakehouse.cdc_export(results) }}"
 
 SOURCE = "scratch"
 
@@ -81,14 +57,20 @@ def make_project(
 
 
 def project_skeleton(root: Path) -> Path:
-    """The project without tables: its registry and generated models are the caller's."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "dbt_project.yml").write_text(PROJECT_YML)
-    # generate_schema_name: the layers' schemas as named (bronze, silver), as in the example
-    for name in ("macros", "profiles", "jars"):
-        (root / name).symlink_to(REPO / name)
-    link_package(root)
-    return root
+    """The project without tables: its registry and generated models are the caller's. Its only
+    on-run-end hook is the export (the documented run summary and audit cost statements every
+    build, and the tests read neither)."""
+    return make_dbt_project(root, hooks=[EXPORT_HOOK])
+
+
+def user_project(root: Path) -> Path:
+    """The project exactly as docs/package.md makes it, its hooks kept and the export added,
+    the package installed by a real `dbt deps` (from a `local:` entry, the page's alternative
+    to `git:`)."""
+    hooks = [*documented_config().get("on-run-end", []), EXPORT_HOOK]
+    project = make_dbt_project(root, hooks=hooks, deps=True)
+    assert (project / "dbt_packages" / "cdc_lakehouse" / "dbt_project.yml").exists()
+    return project
 
 
 def write_registry(project: Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
@@ -105,41 +87,3 @@ def update_entry(project: Path, name: str, **settings: Any) -> None:
     doc = yaml.safe_load(registry_path(project).read_text())
     doc["tables"][name].update(settings)
     write_registry(project, doc["tables"])
-
-
-PACKAGE_DOC = REPO / "docs" / "package.md"
-
-
-def documented_block(title: str) -> str:
-    """The code block of docs/package.md titled `title` (```yaml title="..."), as a user copies
-    it: the test's project is the page's, so the page cannot drift from what works."""
-    text = PACKAGE_DOC.read_text()
-    match = re.search(rf'```\w+ title="{re.escape(title)}"\n(.*?)\n```', text, re.DOTALL)
-    assert match, f'{PACKAGE_DOC} has no block titled "{title}"'
-    return match.group(1) + "\n"
-
-
-def user_project(root: Path, *, hooks: list[str] = ()) -> Path:
-    """A dbt project as a user makes one outside this repository (docs/package.md): the page's
-    dbt_project.yml (with `hooks` added to its on-run-end), packages.yml naming the package
-    (`local:`, the page's alternative to `git:`), a real `dbt deps`, the example's
-    generate_schema_name, profiles and jars. No table until the registry gets one."""
-    root.mkdir(parents=True, exist_ok=True)
-    config = yaml.safe_load(documented_block("dbt_project.yml"))
-    config["on-run-end"] = [*config.get("on-run-end", []), *hooks]
-    (root / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    packages = {"packages": [{"local": str(REPO / "dbt_package")}]}
-    (root / "packages.yml").write_text(yaml.safe_dump(packages))
-    (root / "macros").mkdir()
-    shutil.copyfile(
-        REPO / "macros" / "generate_schema_name.sql", root / "macros" / "generate_schema_name.sql"
-    )
-    for name in ("profiles", "jars"):
-        (root / name).symlink_to(REPO / name)
-    result = subprocess.run(
-        [str(DBT), "deps"], cwd=root, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "DBT_PROFILES_DIR": str(root / "profiles")},
-    )  # fmt: skip
-    assert result.returncode == 0, f"dbt deps failed:\n{result.stdout}{result.stderr}"
-    assert (root / "dbt_packages" / "cdc_lakehouse" / "dbt_project.yml").exists(), result.stdout
-    return root
