@@ -2,7 +2,7 @@
 
 A small project is written to a scratch folder: the bronze Python model is this repo's own
 file (`python_models/bronze/northwind/bronze_northwind__customers.py`, the decoder behind it),
-the staging and silver models are the few lines docs/tables.md ("Add a table") asks for, and
+the staging and silver models are the generator's (what `make tables` writes for a table), and
 the rest is a scratch project as every test's (devstack.project: the engine's dbt package, this
 repo's profiles and jars).
 
@@ -23,7 +23,7 @@ import yaml
 
 from benchmarks.generate import KEY, TOPIC
 from benchmarks.measure import Measured, run_measured
-from cdc_lakehouse.tables.generate import BRONZE_CONFIG
+from cdc_lakehouse.tables.generate import BRONZE_CONFIG, SILVER_SQL, STAGING_SQL
 from devstack.project import make_project as make_dbt_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,29 +65,6 @@ def project_config() -> dict[str, Any]:
         },
     }
 
-
-STAGING_SQL = """\
-with source as (
-    select * from {{ ref('bronze_bench__items') }}
-),
-
-changes as (
-    select
-        {{- cdc_lakehouse.cdc_staging_columns(ref('bronze_bench__items'), ['%(key)s']) }}
-    from source
-    where _cdc_reject_reason is null
-)
-
-select * from changes
-"""
-
-SILVER_SQL = """\
-{{ cdc_lakehouse.cdc_current_state(
-    ref('stg_bench__items_changes'),
-    unique_key=['%(key)s'],
-    delete_mode='hard',
-) }}
-"""
 
 SILVER = "silver.items"
 BRONZE = "bronze.bronze_bench__items"
@@ -137,8 +114,17 @@ def make_project(folder: Path, cdc_table: Mapping[str, Any]) -> Path:
         ],
     }
     (bronze / "_bench__bronze.yml").write_text(yaml.safe_dump(bronze_yml, sort_keys=False))
-    (staging / "stg_bench__items_changes.sql").write_text(STAGING_SQL % {"key": KEY})
-    (silver / "items.sql").write_text(SILVER_SQL % {"key": KEY})
+    # the generator's own templates, as `make tables` writes them for a registered table
+    names = {"header": "", "bronze": "bronze_bench__items", "key": f"['{KEY}']"}
+    (staging / "stg_bench__items_changes.sql").write_text(STAGING_SQL.format(**names))
+    silver_sql = SILVER_SQL.format(
+        **names,
+        macro="cdc_lakehouse.cdc_current_state",
+        staging="stg_bench__items_changes",
+        extra="",
+        delete_mode="hard",
+    )
+    (silver / "items.sql").write_text(silver_sql)
     silver_yml = {
         "version": 2,
         "models": [
