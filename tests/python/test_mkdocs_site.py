@@ -22,6 +22,7 @@ import yaml
 from browser import chromium, served
 from lakehouse import REPO
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -101,12 +102,17 @@ def test_search_finds_toast(url: str, browser: webdriver.Chrome) -> None:
     box.click()
     box.send_keys("TOAST")
 
-    def results(driver: webdriver.Chrome) -> list[Any] | bool:
-        found = driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")
-        return found or False
+    def first_result(driver: webdriver.Chrome) -> str | bool:
+        # Material re-renders the result list while the index loads and as each key arrives:
+        # a result found one moment can be gone the next (StaleElementReferenceException, seen
+        # in a clean-clone run), so the link is read in the same poll that finds it
+        try:
+            found = driver.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")
+            return (found[0].get_attribute("href") or False) if found else False
+        except StaleElementReferenceException:
+            return False
 
-    found = WebDriverWait(browser, 30, poll_frequency=0.5).until(results)
-    first = found[0].get_attribute("href")
+    first = WebDriverWait(browser, 30, poll_frequency=0.5).until(first_result)
     browser.get(first)
     WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "h1"))
     # the search is case-insensitive: the page it leads to says toast, in some case
