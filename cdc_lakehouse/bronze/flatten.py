@@ -22,12 +22,13 @@ from cdc_lakehouse.bronze.spec import TableSpec
 
 # The names of the landing files a bronze table holds, kept beside it in a small table
 # (`<table>__cdc_loaded_files`: one row per file, and the version of the bronze table they
-# describe: Iceberg's snapshot id, Delta's log version), so that an incremental run does not
-# scan the file column of the whole change log. The model hands the names to the bronze
-# post-hook (cdc_record_loaded_files) in a session view of the same name; the post-hook writes
-# the table after the batch is committed. The table is trusted only while the bronze table is
-# still at that version: any other commit (a failed post-hook, a compaction, a write from
-# elsewhere) sends the run back to the scan.
+# describe: Iceberg's snapshot id, Delta's log version, Hudi's instant), so that an incremental
+# run does not scan the file column of the whole change log. The model hands the names to the
+# bronze post-hook (cdc_record_loaded_files) in a session view of the same name; the post-hook
+# writes the table after the batch is committed. The table is trusted only while the bronze
+# table is still at that version: the pre-hook (cdc_forget_stale_loaded_files, where the
+# version is read) drops it after any other commit (a failed post-hook, a compaction, a write
+# from elsewhere), which sends the run back to the scan.
 LEDGER_SUFFIX = "__cdc_loaded_files"
 
 
@@ -40,30 +41,13 @@ def session_table_format(session: SparkSession) -> str:
     return next((f for f in ("delta", "hudi") if f in catalog), "iceberg")
 
 
-def current_version(session: SparkSession, relation: str, table_format: str) -> int | None:
-    """The table's version (macro cdc_table_version): Iceberg's snapshot id of `main`, Delta's
-    newest log version, Hudi's newest completed instant."""
-    if table_format == "hudi":
-        rows = session.sql(f"call show_commits(table => '{relation}', limit => 1)").collect()
-        return int(rows[0]["commit_time"]) if rows else None
-    if table_format == "delta":
-        rows = session.sql(f"describe history {relation} limit 1").select("version").collect()
-    else:
-        rows = session.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()
-    return rows[0][0] if rows else None
-
-
-def loaded_files(
-    session: SparkSession, relation: str, table_format: str = "iceberg"
-) -> tuple[set[str], bool]:
+def loaded_files(session: SparkSession, relation: str) -> tuple[set[str], bool]:
     """Landing files (relative paths) already present in a bronze table, and whether its
-    ledger (`<relation>__cdc_loaded_files`) said so (False: they were read from the table)."""
+    ledger (`<relation>__cdc_loaded_files`, checked by the model's pre-hook) said so (False:
+    they were read from the table)."""
     ledger = relation + LEDGER_SUFFIX
     if session.catalog.tableExists(ledger):
-        rows = session.table(ledger).select("file", "snapshot_id").collect()
-        snapshot = current_version(session, relation, table_format)
-        if rows and snapshot is not None and all(row[1] == snapshot for row in rows):
-            return {row[0] for row in rows}, True
+        return {row[0] for row in session.table(ledger).select("file").collect()}, True
     rows = session.table(relation).select("_cdc_file").distinct().collect()
     return {row[0] for row in rows if row[0] is not None}, False
 
@@ -161,7 +145,7 @@ def flatten_model(
     loaded: list = []
     if dbt.is_incremental:
         fill_declared_columns(session, str(dbt.this), spec)
-        done, recorded = loaded_files(session, str(dbt.this), session_table_format(session))
+        done, recorded = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
         loaded = [s for s in snapshots if s.manifest in done]
         snapshots = [s for s in snapshots if s.manifest not in done]

@@ -36,20 +36,22 @@ COMMAND = "make tables"
 OUTPUT_DIRS = ("python_models/bronze", "models/staging", "models/silver")
 SUFFIXES = (".py", ".sql", ".yml", ".md")
 
-# Pipeline columns each layer adds, documented once in dbt_package/models/cdc_columns.md.
+# Pipeline columns each layer adds, documented once in dbt_package/models/cdc_columns.md. The
+# decoder decides them; the SQL side's lists (dbt_package/macros/cdc/cdc_config.sql) are derived
+# the same way, and a test compares the two.
 BRONZE_COLUMNS = METADATA_COLUMNS  # what the decoder adds to every bronze row
-STAGING_COLUMNS = BRONZE_COLUMNS[:9]
-SILVER_COLUMNS = (
-    "_cdc_op",
-    "_cdc_seq",
-    "_cdc_source_ts",
-    "_cdc_tx_id",
-    "_cdc_is_deleted",
-    "_cdc_deleted_at",
-    "_cdc_file",
-    "_cdc_line",
-    "_cdc_offset",
-    "_cdc_loaded_at",
+STAGING_COLUMNS = BRONZE_COLUMNS[: BRONZE_COLUMNS.index("_cdc_loaded_at") + 1]  # the change log
+# Where and when an event was committed and landed: every layer keeps these.
+ORIGIN_COLUMNS = tuple(
+    c for c in STAGING_COLUMNS if c not in ("_cdc_op", "_cdc_seq", "_cdc_unavailable_columns")
+)
+# Silver: the change log's, `_cdc_is_deleted` and `_cdc_deleted_at` in place of the placeholders.
+SILVER_COLUMNS = tuple(
+    name
+    for c in STAGING_COLUMNS
+    for name in (
+        ("_cdc_is_deleted", "_cdc_deleted_at") if c == "_cdc_unavailable_columns" else (c,)
+    )
 )
 HISTORY_COLUMNS = (
     "valid_from",
@@ -59,12 +61,7 @@ HISTORY_COLUMNS = (
     "_cdc_op",
     "_cdc_valid_from_seq",
     "_cdc_valid_to_seq",
-    "_cdc_source_ts",
-    "_cdc_tx_id",
-    "_cdc_file",
-    "_cdc_line",
-    "_cdc_offset",
-    "_cdc_loaded_at",
+    *ORIGIN_COLUMNS,
 )
 # Doc block of a pipeline column when it is not named after the column.
 DOC_NAMES = {"_cdc_is_deleted@history": "cdc_history_is_deleted"}
@@ -150,6 +147,7 @@ BRONZE_CONFIG = {
     "incremental_strategy": "append",
     "on_schema_change": "append_new_columns",
     "tags": ["cdc_bronze"],
+    "pre_hook": "{{ cdc_lakehouse.cdc_forget_stale_loaded_files() }}",
     "post_hook": "{{ cdc_lakehouse.cdc_record_loaded_files() }}",
 }
 

@@ -695,3 +695,52 @@ def test_a_failed_changed_tables_run_builds_only_its_unfinished_tables_again(
     _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
     after_run(SimpleNamespace(success=True, result=None))
     assert changed.plan(project, str(landing), state)[0] == []
+
+
+class _MacroReturn(Exception):
+    pass
+
+
+def _package_macros(relative: str) -> SimpleNamespace:
+    """The dbt package's macros in `relative` (below dbt_package/macros), rendered by plain
+    Jinja with dbt's `return` and the package's own name for calls between them."""
+    import jinja2
+
+    def returned(value: object) -> None:
+        raise _MacroReturn(value)
+
+    source = (REPO / "dbt_package/macros" / relative).read_text()
+    template = jinja2.Environment(extensions=["jinja2.ext.do"]).from_string(source)
+    package = SimpleNamespace()
+    module = template.make_module({"return": returned, "cdc_lakehouse": package})
+
+    def call(name: str):
+        def run(*args: object) -> object:
+            try:
+                getattr(module, name)(*args)
+            except _MacroReturn as done:
+                return done.args[0]
+            raise AssertionError(f"{name} returned nothing")
+
+        return run
+
+    for name in dir(module):
+        if not name.startswith("_"):
+            setattr(package, name, call(name))
+    return package
+
+
+def test_pipeline_columns_are_the_same_on_both_sides() -> None:
+    """The SQL side (the package's macros) and the Python side (the decoder, the generated yml
+    of every layer) list the same pipeline columns in the same order."""
+    from cdc_lakehouse.tables import generate
+
+    macros = _package_macros("cdc/cdc_config.sql")
+    assert tuple(macros.cdc_change_log_columns()) == generate.STAGING_COLUMNS
+    assert tuple(macros.cdc_silver_columns()) == generate.SILVER_COLUMNS
+    assert tuple(macros.cdc_event_origin_columns()) == generate.ORIGIN_COLUMNS
+    # and silver's generated yml documents exactly those, after the source columns
+    path = REPO / "models/silver/_northwind__silver.yml"
+    model = yaml.safe_load(path.read_text())["models"][0]
+    names = [c["name"] for c in model["columns"] if c["name"].startswith("_cdc_")]
+    assert tuple(names) == generate.SILVER_COLUMNS, model["name"]

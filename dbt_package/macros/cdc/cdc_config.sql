@@ -21,8 +21,12 @@
 
 
 {#
-  Pipeline columns every change log carries, in order. Silver keeps all but
-  `_cdc_unavailable_columns` and adds `_cdc_is_deleted`, `_cdc_deleted_at`.
+  The pipeline columns of the SQL side (the Python side derives the same lists from the
+  decoder's in cdc_lakehouse/tables/generate.py; tests/python/test_tables.py renders these
+  macros and compares): every change log carries `cdc_change_log_columns`, in order; silver keeps them
+  but `_cdc_unavailable_columns`, in whose place it has `_cdc_is_deleted`, `_cdc_deleted_at`;
+  every layer keeps where and when an event was committed and landed,
+  `cdc_event_origin_columns`.
 #}
 {% macro cdc_change_log_columns() %}
     {{ return([
@@ -33,10 +37,20 @@
 
 
 {% macro cdc_silver_columns() %}
-    {{ return([
-        '_cdc_op', '_cdc_seq', '_cdc_source_ts', '_cdc_tx_id', '_cdc_is_deleted', '_cdc_deleted_at',
-        '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at',
-    ]) }}
+    {%- set columns = [] -%}
+    {%- for column in cdc_lakehouse.cdc_change_log_columns() -%}
+        {%- if column == '_cdc_unavailable_columns' -%}
+            {%- do columns.extend(['_cdc_is_deleted', '_cdc_deleted_at']) -%}
+        {%- else -%}
+            {%- do columns.append(column) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(columns) }}
+{% endmacro %}
+
+
+{% macro cdc_event_origin_columns() %}
+    {{ return(cdc_lakehouse.cdc_change_log_columns() | reject('in', ['_cdc_op', '_cdc_seq', '_cdc_unavailable_columns']) | list) }}
 {% endmacro %}
 
 

@@ -32,6 +32,34 @@
 {% endmacro %}
 
 
+{#
+  Pre-hook of every bronze model: drop `<table>__cdc_loaded_files` unless it describes the
+  table's current version (all its rows carry it), so that the model (which trusts the ledger
+  when it exists) scans the table's file column instead after a commit the post-hook did not
+  record: a failed post-hook, a compaction, a write from elsewhere.
+#}
+{% macro cdc_forget_stale_loaded_files() %}
+    {%- if not execute or not is_incremental() -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set ledger = cdc_lakehouse.cdc_loaded_files_relation(this) -%}
+    {#- Asked of the catalog, not dbt's relation cache: a post-hook's table is not in it. -#}
+    {%- if run_query("show tables in " ~ ledger.schema ~ " like '" ~ ledger.identifier ~ "'").rows | length == 0 -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set version = cdc_lakehouse.cdc_table_version(this) -%}
+    {%- set counts = run_query(
+        "select count(*), count_if(snapshot_id = " ~ (version if version is not none else 'null') ~ ") from " ~ ledger
+    ).rows[0] -%}
+    {%- if counts[0] == 0 or counts[1] < counts[0] -%}
+        {% call statement('cdc_forget_stale_loaded_files') %}
+            drop table if exists {{ ledger }}
+        {% endcall %}
+    {%- endif -%}
+    {{ return('') }}
+{% endmacro %}
+
+
 {#- The table of landing file names beside a bronze table (see cdc_record_loaded_files). -#}
 {% macro cdc_loaded_files_relation(relation) %}
     {{ return(relation.incorporate(path={"identifier": relation.identifier ~ "__cdc_loaded_files"}, type='table')) }}

@@ -239,12 +239,6 @@ key_changes as (
 {%- endmacro %}
 
 
-{#- Where and when an event was committed and landed: the columns every layer keeps. -#}
-{% macro cdc_event_origin_columns() %}
-    {{ return(['_cdc_source_ts', '_cdc_tx_id', '_cdc_file', '_cdc_line', '_cdc_offset', '_cdc_loaded_at']) }}
-{% endmacro %}
-
-
 {#- The truncates of `source` (a change log), one copy of each. -#}
 {% macro cdc_truncates(source) %}
     select
