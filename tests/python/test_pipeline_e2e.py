@@ -341,9 +341,17 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     good_event = next(line for line in reversed(lines) if json.loads(line).get("after"))
     bad_file = last_orders.with_name(f"{ORDERS_TOPIC}+0+0000095000.json")
     bad_file.write_text("\n".join(malformed_lines(good_event)) + "\n")
+    before = table_versions(lakehouse)
     step2 = build(lakehouse, landing, "step2")
+    after = table_versions(lakehouse)
     refreshed = build(lakehouse, landing, "refresh", "--full-refresh", data_tests=False)
-    return {"step1": step1, "step2": step2, "refresh": refreshed, "bad_file": bad_file}
+    return {
+        "step1": step1,
+        "step2": step2,
+        "refresh": refreshed,
+        "bad_file": bad_file,
+        "versions": (before, after),
+    }
 
 
 def test_two_incremental_steps_reach_expected_state(stepwise: dict[str, Path]) -> None:
@@ -427,6 +435,22 @@ def test_run_audit_of_a_first_build_and_a_no_op(full: dict[str, Path]) -> None:
         assert [noop[c] for c in counts] == [0, 0, 0, 0]
         for carried in ("applied_seq", "newest_source_ts", "loaded_watermark"):
             assert noop[carried] == row[carried], f"{name}: {carried} moved on a no-op run"
+
+
+def test_an_incremental_run_commits_each_table_once(stepwise: dict[str, Path]) -> None:
+    """Step 2 applies new events (new keys and known ones, deletes, late files) to silver and
+    the histories: each table that changed committed once, its rows and its watermark in the
+    same Iceberg snapshot (no table-property commit after the rows, no second statement for
+    the new keys). Tombstones are a table of their own."""
+    before, after = stepwise["versions"]
+    step2 = audit(stepwise["step2"])
+    committed = {name: after[name] - before.get(name, 0) for name in after}
+    for table in TABLES:
+        kind = step2[f"silver.{table.name}"]["run_kind"]
+        assert committed[f"silver.db/{table.name}"] == (0 if kind == "no-op" else 1), (table, kind)
+    histories = {name: n for name, n in committed.items() if name.endswith("_history")}
+    assert histories and set(histories.values()) <= {0, 1}, histories
+    assert 1 in histories.values()
 
 
 def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:

@@ -2,8 +2,9 @@
   Incremental strategy `cdc_history`: apply a history model's incremental select (see cdc_history:
   every version of each recomputed key) to the history table in one MERGE on key +
   `_cdc_valid_from_seq`, deleting the stored versions of those keys that no longer exist. Rows equal to what
-  the table holds are left out, so a replayed batch commits nothing. Returns the statement that
-  moves the watermark, so it runs last (the one write of the watermark of an incremental run).
+  the table holds are left out, so a replayed batch commits nothing. The MERGE records the
+  watermark (one commit where the table format allows, see cdc_commit_with_state): the one write
+  of the watermark of an incremental run.
 #}
 {% macro get_incremental_cdc_history_sql(arg_dict) %}
     {%- set source, target = arg_dict['temp_relation'], arg_dict['target_relation'] -%}
@@ -71,8 +72,9 @@
     before the update clause (see cdc_merge_strategy.sql): there the stored versions the batch
     no longer has are removed by a DELETE first, and the MERGE only updates and inserts. -#}
 {%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
+{%- set writes = [] -%}
 {%- if n_changes > 0 and hudi %}
-{% call statement('cdc_history_delete') %}
+{%- set delete_sql %}
     delete from {{ target }} as target
     where
         exists (
@@ -89,10 +91,11 @@
                 batch.{{ q(column) }} = target.{{ q(column) }}{{ " and" if not loop.last }}
                 {%- endfor %}
         )
-{% endcall %}
+{%- endset %}
+{%- do writes.append(delete_sql) -%}
 {%- endif %}
 {%- if n_changes > 0 %}
-{% call statement('cdc_history_merge') %}
+{%- set merge_sql %}
     merge into {{ target }} as target
     using ({{ effective }}) as batch
         on {{ version_match | join(' and ') }}
@@ -114,10 +117,11 @@
         batch.{{ q(column) }}{{ "," if not loop.last }}
         {%- endfor %}
     )
-{% endcall %}
+{%- endset %}
+{%- do writes.append(merge_sql) -%}
 {%- endif %}
 
-{#- The watermark moves last, here only (the post-hook writes it after full builds). An empty
+{#- The watermark moves with the last write, here only (the post-hook writes it after full builds). An empty
     batch whose events all scoped no key (truncates) still moves it past them, to the newest
     event loaded after the watermark: not to the change log's newest, which a process loading
     bronze meanwhile may have moved past events this run did not read. -#}
@@ -127,5 +131,5 @@
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
-{{ return(cdc_lakehouse.cdc_watermark_sql(target, newest)) }}
+{{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest)) }}
 {% endmacro %}

@@ -1,10 +1,12 @@
 {#
   Apply a resolved batch (the model's incremental select, see cdc_resolve_batch) to silver:
-  add new source columns, merge upserts and deletes, apply a truncate, remember deletes as
-  tombstones, and return the statement that moves the watermark, so it runs last.
-  Changes to keys silver holds go through a MERGE with only `when matched` clauses (an inner
-  join, so Spark broadcasts the batch and streams silver: no shuffle of the table); keys new to
-  silver are appended. With silver's merge-on-read table properties (dbt_project.yml) the MERGE
+  add new source columns, remember deletes as tombstones, merge upserts and deletes, apply a
+  truncate; the last statement that writes silver also records the watermark (one commit for the
+  rows and the state where the table format allows, see cdc_commit_with_state).
+  Changes to keys silver holds go through a MERGE (with only `when matched` clauses when the
+  batch has no new key: an inner join, so Spark broadcasts the batch and streams silver, no
+  shuffle of the table); keys new to silver are inserted by the same MERGE, or appended when
+  the batch holds nothing else. With silver's merge-on-read table properties (dbt_project.yml) the MERGE
   writes delete files and new rows instead of rewriting every data file a batch touches.
 #}
 {% macro get_incremental_cdc_merge_sql(arg_dict) %}
@@ -34,6 +36,12 @@
     result replaces silver in one MERGE commit (rows it lacks are deleted), and the tombstones
     are rebuilt from the log. -#}
 {%- if kind == 'replace' %}
+    {#- The tombstones first: they come from the change log alone, and must be in place when the
+        watermark moves. -#}
+    {% call statement('cdc_rebuild_tombstones') %}
+        {{ cdc_lakehouse.cdc_rebuild_tombstones_sql(target, cdc_lakehouse.cdc_upstream_change_log(), keys) }}
+    {% endcall %}
+    {%- set writes = [] -%}
     {%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
     {%- if hudi %}
     {#- Hudi 1.0 accepts `when not matched by source then delete` and ignores it: no row is
@@ -41,7 +49,7 @@
         lacks are deleted first, in a commit of their own (the replace is two commits on Hudi);
         a MERGE whose source reads silver itself fails there (the self-join's key attributes
         are taken for the target's). -#}
-    {% call statement('cdc_replace_deletes') %}
+    {%- set delete_sql -%}
         delete from {{ target }} as target
         where not exists (
             select 1 from {{ batch }} as batch
@@ -50,9 +58,10 @@
                 batch.{{ adapter.quote(column) }} = target.{{ adapter.quote(column) }}{{ " and" if not loop.last }}
                 {%- endfor %}
         )
-    {% endcall %}
+    {%- endset -%}
+    {%- do writes.append(delete_sql) -%}
     {%- endif %}
-    {% call statement('cdc_replace') %}
+    {%- set replace_sql -%}
         merge into {{ target }} as target
         using {{ batch }} as batch
             on {{ key_match | join(' and ') }}
@@ -72,16 +81,13 @@
         {%- if not hudi %}
         when not matched by source then delete
         {%- endif %}
-    {% endcall %}
-    {% call statement('cdc_rebuild_tombstones') %}
-        {{ cdc_lakehouse.cdc_rebuild_tombstones_sql(target, cdc_lakehouse.cdc_upstream_change_log(), keys) }}
-    {% endcall %}
+    {%- endset -%}
+    {%- do writes.append(replace_sql) -%}
     {%- set newest = run_query("select cast(max(_cdc_loaded_at) as string) from " ~ cdc_lakehouse.cdc_upstream_change_log()).rows[0][0] -%}
-    {{ return(cdc_lakehouse.cdc_watermark_sql(target, newest, {'kind': 'replace'})) }}
+    {{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest, {'kind': 'replace'})) }}
 {%- endif %}
 
-{#- One look at the batch decides which statements are needed: each one is an Iceberg commit.
-    Keys silver holds are merged, keys new to it appended. -#}
+{#- One look at the batch decides which statements are needed: each one is an Iceberg commit. -#}
 {%- set new_actions = "('upsert', 'delete')" if soft else "('upsert')" -%}
 {%- set counts = run_query(
     "select"
@@ -99,78 +105,11 @@
 {#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
 {%- set run = {'kind': 'incremental', 'inserted': counts['inserted'], 'updated': counts['updated'], 'deleted': counts['deleted']} -%}
 
-{#- Hudi (1.0.2) applies a MERGE's `when matched ... then delete` only after an update clause:
-    alone, or before the update, the matched rows are silently kept (seen here; the update-first
-    order worked, but no documented rule says so). On Hudi the deletes are a DELETE statement
-    of their own, the MERGE only updates. -#}
-{%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
-{%- if hudi and not soft and counts['deletes'] > 0 %}
-{% call statement('cdc_delete') %}
-    delete from {{ target }} as target
-    where exists (
-        select 1 from {{ batch }} as batch
-        where
-            batch._cdc_action = 'delete'
-            and batch._cdc_target_exists
-            {%- for column in keys %}
-            and batch.{{ adapter.quote(column) }} = target.{{ adapter.quote(column) }}
-            {%- endfor %}
-    )
-{% endcall %}
-{%- endif %}
-{%- if (counts['updated'] if hudi and not soft else counts['to_merge']) > 0 %}
-{% call statement('cdc_merge') %}
-    merge into {{ target }} as target
-    using (
-        select * from {{ batch }}
-        where _cdc_action in {{ "('upsert')" if hudi and not soft else "('upsert', 'delete')" }} and _cdc_target_exists
-    ) as batch
-        on {{ key_match | join(' and ') }}
-    {%- if not soft and not hudi %}
-    when matched and batch._cdc_action = 'delete' then delete
-    {%- endif %}
-    when matched then update set
-        {%- for column in columns %}
-        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-{% endcall %}
-{%- endif %}
-
-{%- if counts['to_append'] > 0 %}
-{% call statement('cdc_insert') %}
-    insert into {{ target }} ({{ cdc_lakehouse.cdc_column_list(columns) }})
-    select {{ cdc_lakehouse.cdc_column_list(columns) }}
-    from {{ batch }}
-    where _cdc_action in {{ new_actions }} and not _cdc_target_exists
-{% endcall %}
-{%- endif %}
-
-{%- if truncate_seq is not none %}
-    {#- The rows a truncate removes (hard) or marks deleted (soft) count as deleted. -#}
-    {%- set truncated = run_query(
-        "select count(*) from " ~ target ~ " where _cdc_seq < " ~ truncate_seq
-        ~ (" and not _cdc_is_deleted" if soft else "")
-    ).rows[0][0] -%}
-    {%- do run.update({'deleted': run.deleted + truncated}) -%}
-    {% call statement('cdc_truncate') %}
-        {%- if soft %}
-        update {{ target }}
-        set
-            _cdc_op = 't',
-            _cdc_seq = {{ truncate_seq }},
-            _cdc_is_deleted = true,
-            _cdc_deleted_at = (select max(_cdc_source_ts) from {{ batch }} where _cdc_action = 'truncate')
-        where _cdc_seq < {{ truncate_seq }} and not _cdc_is_deleted
-        {%- else %}
-        delete from {{ target }} where _cdc_seq < {{ truncate_seq }}
-        {%- endif %}
-    {% endcall %}
-{%- endif %}
-
+{#- The tombstones first (another table): they must be in place when the watermark moves.
+    Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key
+    deleted again just gets a second row, and the write costs what the batch holds. -#}
 {%- if truncate_seq is not none or (counts['deletes'] > 0 and not soft) %}
 {%- set tombstones = cdc_lakehouse.cdc_create_tombstones(target, keys) -%}
-{#- Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key
-    deleted again just gets a second row, and the write costs what the batch holds. -#}
 {% call statement('cdc_tombstones') %}
     insert into {{ tombstones }}
     select
@@ -182,16 +121,113 @@
 {% endcall %}
 {%- endif %}
 
+{#- The statements that write silver, in order; the last one records the watermark. -#}
+{%- set writes = [] -%}
+
+{#- Hudi (1.0.2) applies a MERGE's `when matched ... then delete` only after an update clause:
+    alone, or before the update, the matched rows are silently kept (seen here; the update-first
+    order worked, but no documented rule says so). On Hudi the deletes are a DELETE statement
+    of their own, the MERGE only updates. -#}
+{%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
+{%- if hudi and not soft and counts['deletes'] > 0 %}
+{%- set delete_sql %}
+    delete from {{ target }} as target
+    where exists (
+        select 1 from {{ batch }} as batch
+        where
+            batch._cdc_action = 'delete'
+            and batch._cdc_target_exists
+            {%- for column in keys %}
+            and batch.{{ adapter.quote(column) }} = target.{{ adapter.quote(column) }}
+            {%- endfor %}
+    )
+{%- endset %}
+{%- do writes.append(delete_sql) -%}
+{%- endif %}
+{#- Keys silver holds and keys new to it in one batch: one MERGE that also inserts, so the
+    batch is one commit. Its outer join cannot broadcast the batch (Spark broadcasts only the
+    side an outer join does not keep), so it costs a shuffle of silver; a batch of known keys
+    only keeps the inner join (the batch broadcast, silver streamed), new keys only are an
+    append. Hudi keeps its statements apart (see above). -#}
+{%- set merged = counts['updated'] if hudi and not soft else counts['to_merge'] -%}
+{%- set inserts_in_merge = not hudi and merged > 0 and counts['to_append'] > 0 -%}
+{%- if merged > 0 %}
+{%- set merge_sql %}
+    merge into {{ target }} as target
+    using (
+        select * from {{ batch }}
+        where
+            (_cdc_action in {{ "('upsert')" if hudi and not soft else "('upsert', 'delete')" }} and _cdc_target_exists)
+            {%- if inserts_in_merge %}
+            or (_cdc_action in {{ new_actions }} and not _cdc_target_exists)
+            {%- endif %}
+    ) as batch
+        on {{ key_match | join(' and ') }}
+    {%- if not soft and not hudi %}
+    when matched and batch._cdc_action = 'delete' then delete
+    {%- endif %}
+    when matched then update set
+        {%- for column in columns %}
+        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    {%- if inserts_in_merge %}
+    when not matched and batch._cdc_action in {{ new_actions }} then insert ({{ cdc_lakehouse.cdc_column_list(columns) }})
+    values (
+        {%- for column in columns %}
+        batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    )
+    {%- endif %}
+{%- endset %}
+{%- do writes.append(merge_sql) -%}
+{%- endif %}
+
+{%- if counts['to_append'] > 0 and not inserts_in_merge %}
+{%- set insert_sql %}
+    insert into {{ target }} ({{ cdc_lakehouse.cdc_column_list(columns) }})
+    select {{ cdc_lakehouse.cdc_column_list(columns) }}
+    from {{ batch }}
+    where _cdc_action in {{ new_actions }} and not _cdc_target_exists
+{%- endset %}
+{%- do writes.append(insert_sql) -%}
+{%- endif %}
+
+{%- if truncate_seq is not none %}
+    {#- The rows a truncate removes (hard) or marks deleted (soft) count as deleted: counted
+        after the batch's other writes, which run first. -#}
+    {%- for sql in writes -%}
+        {% call statement('cdc_write_' ~ loop.index) %}{{ sql }}{% endcall %}
+    {%- endfor -%}
+    {%- set truncated = run_query(
+        "select count(*) from " ~ target ~ " where _cdc_seq < " ~ truncate_seq
+        ~ (" and not _cdc_is_deleted" if soft else "")
+    ).rows[0][0] -%}
+    {%- do run.update({'deleted': run.deleted + truncated}) -%}
+    {%- set truncate_sql %}
+        {%- if soft %}
+        update {{ target }}
+        set
+            _cdc_op = 't',
+            _cdc_seq = {{ truncate_seq }},
+            _cdc_is_deleted = true,
+            _cdc_deleted_at = (select max(_cdc_source_ts) from {{ batch }} where _cdc_action = 'truncate')
+        where _cdc_seq < {{ truncate_seq }} and not _cdc_is_deleted
+        {%- else %}
+        delete from {{ target }} where _cdc_seq < {{ truncate_seq }}
+        {%- endif %}
+    {%- endset %}
+    {%- set writes = [truncate_sql] -%}
+{%- endif %}
+
 {#- An empty batch: every event read was older than what silver holds (late files), so none
     survived. The watermark still moves past them, or every later run would read them again. -#}
 {%- if newest is none -%}
     {%- set newest = cdc_lakehouse.cdc_newest_loaded_since_watermark(target) -%}
 {%- endif -%}
-{#- The watermark moves last. -#}
 {%- if newest is none -%}
     {{ return("select 'no new changes' as cdc_merge") }}
 {%- endif -%}
-{{ return(cdc_lakehouse.cdc_watermark_sql(target, newest, run)) }}
+{{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest, run)) }}
 {% endmacro %}
 
 

@@ -1,11 +1,15 @@
 {#
-  Where a silver table keeps its CDC state besides its rows:
-  - the watermark: table property `cdc.watermark`, the newest `_cdc_loaded_at` of the change log
-    applied; written last in a run, so a crash before it means the batch is applied again
+  Where a silver or history table keeps its CDC state besides its rows:
+  - the watermark: `cdc.watermark`, the newest `_cdc_loaded_at` of the change log applied. On
+    Iceberg in this process's session (cdc_commit_properties_supported) an incremental run writes
+    it into the summary of the snapshot that commits its last rows (one commit for rows and
+    state); elsewhere, and where a run commits no row (a full build's post-hook, a batch whose
+    events all changed nothing), a table property written after the rows. The watermark read is
+    the newer of the two. A crash before the write means the batch is applied again
     (idempotent: events not newer than silver change nothing);
   - tombstones: table `<silver>__cdc_tombstones` (key columns, `_cdc_seq`, `_cdc_loaded_at`), the
     sequence of each hard delete, and rows with null keys for truncates, so a late older event
-    cannot bring a deleted row back.
+    cannot bring a deleted row back. They are written before the watermark moves.
 #}
 {% macro cdc_tombstones_relation(relation) %}
     {{ return(relation.incorporate(path={"identifier": relation.identifier ~ "__cdc_tombstones"}, type='table')) }}
@@ -24,7 +28,61 @@
     {%- endif -%}
     {%- set rows = run_query("show tblproperties " ~ relation ~ " ('cdc.watermark')") -%}
     {%- set value = rows.rows[0][1] if rows.rows | length > 0 else none -%}
-    {{ return(none if value is none or 'does not have property' in value else value) }}
+    {%- set value = none if value is none or 'does not have property' in value else value -%}
+    {%- if not cdc_lakehouse.cdc_commit_properties_supported() -%}
+        {{ return(value) }}
+    {%- endif -%}
+    {#- The newest snapshot that carries one (a compaction's snapshot does not), or the table
+        property if that is newer (written after a full build, which keeps the older snapshots). -#}
+    {%- set newest = run_query(
+        "select cast(greatest(max_by(cast(summary['cdc.watermark'] as timestamp), committed_at), "
+        ~ ("timestamp'" ~ value ~ "'" if value else "cast(null as timestamp)")
+        ~ ") as string) from " ~ relation ~ ".snapshots where summary['cdc.watermark'] is not null"
+    ).rows -%}
+    {{ return((newest[0][0] if newest | length > 0 else none) or value) }}
+{% endmacro %}
+
+
+{#- True where a statement can commit the CDC state with its rows (Iceberg snapshot
+    properties, set by the adapter in this process's Spark session: see the adapter's
+    commit_properties.py). -#}
+{% macro cdc_commit_properties_supported() %}
+    {{ return(target.method == 'session' and cdc_lakehouse.cdc_table_format() == 'iceberg') }}
+{% endmacro %}
+
+
+{#
+  The end of an incremental strategy: run `statements` (SQL writing `relation`, in order) and
+  record the watermark `value` and what the run applied (`run`, see cdc_state_properties).
+  Returns the statement the materialization runs last: where supported, the last of
+  `statements` itself, committing its rows with the state in its snapshot's summary (one
+  commit); otherwise the table-property write, after every statement has run.
+#}
+{% macro cdc_commit_with_state(statements, relation, value, run=none) %}
+    {%- set supported = statements | length > 0 and cdc_lakehouse.cdc_commit_properties_supported() -%}
+    {%- for sql in (statements[:-1] if supported else statements) -%}
+        {% call statement('cdc_write_' ~ loop.index) %}{{ sql }}{% endcall %}
+    {%- endfor -%}
+    {%- if supported -%}
+        {{ return("/* iceberg commit properties: " ~ tojson(cdc_lakehouse.cdc_state_properties(value, run)) ~ " */\n" ~ statements[-1]) }}
+    {%- endif -%}
+    {{ return(cdc_lakehouse.cdc_watermark_sql(relation, value, run)) }}
+{% endmacro %}
+
+
+{#- The state a run records: `cdc.watermark` and, given `run` (a dict: kind, inserted, updated,
+    deleted), what this run applied (`cdc.run.*`, stamped with the invocation id). The run
+    audit hook (cdc_run_audit) reads them. -#}
+{% macro cdc_state_properties(value, run=none) %}
+    {%- set properties = {'cdc.watermark': value | string} -%}
+    {%- if run is not none -%}
+        {%- do properties.update({'cdc.run.invocation_id': invocation_id}) -%}
+        {%- for name in ('kind', 'inserted', 'updated', 'deleted') -%}
+            {%- set number = run.get(name) -%}
+            {%- do properties.update({'cdc.run.' ~ name: '' if number is none else number | string}) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return(properties) }}
 {% endmacro %}
 
 
@@ -49,20 +107,12 @@
 {% endmacro %}
 
 
-{#
-  Statement that sets the watermark (table property `cdc.watermark`) and, given `run` (a dict:
-  kind, inserted, updated, deleted), what this run applied (`cdc.run.*`, stamped with the
-  invocation id), in one commit. The run audit hook (cdc_run_audit) reads them.
-#}
+{#- Statement that writes the state (cdc_state_properties) as table properties, in one commit. -#}
 {% macro cdc_watermark_sql(relation, value, run=none) %}
-    {%- set properties = ["'cdc.watermark' = '" ~ value ~ "'"] -%}
-    {%- if run is not none -%}
-        {%- do properties.append("'cdc.run.invocation_id' = '" ~ invocation_id ~ "'") -%}
-        {%- for name in ('kind', 'inserted', 'updated', 'deleted') -%}
-            {%- set number = run.get(name) -%}
-            {%- do properties.append("'cdc.run." ~ name ~ "' = '" ~ ('' if number is none else number) ~ "'") -%}
-        {%- endfor -%}
-    {%- endif -%}
+    {%- set properties = [] -%}
+    {%- for name, setting in cdc_lakehouse.cdc_state_properties(value, run).items() -%}
+        {%- do properties.append("'" ~ name ~ "' = '" ~ setting ~ "'") -%}
+    {%- endfor -%}
     {{ return("alter table " ~ relation ~ " set tblproperties (" ~ (properties | join(', ')) ~ ")") }}
 {% endmacro %}
 
