@@ -5,5 +5,5 @@ decode     Debezium envelopes, flattened rows and JDBC rows into typed columns, 
 landing    reading landing files (JSON lines, gzip, Avro, Parquet) with their line numbers
 layout     the sink layouts' file names (Confluent, Aiven, Lenses): topic, partition, offsets
 spec       a table's settings (`cdc_table`, `cdc_landing`) as the decoder needs them
-extracts   snapshot-diff deletes: keys missing from a full extract of a table
+extracts   extract-diff deletes: keys missing from a full extract of a table
 """

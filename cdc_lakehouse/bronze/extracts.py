@@ -1,14 +1,14 @@
-"""Snapshot-diff deletes for query-based sources: complete extracts compared with the change log.
+"""Extract-diff deletes for query-based sources: complete extracts compared with the change log.
 
 A JDBC source connector polling on a timestamp column never sees a delete. A periodic complete
 extract of the table (the JDBC connector in `bulk` mode, an export job, the capture tool's
-`snapshot` command) tells which keys are gone: a key whose latest known version is older than the
+JdbcSource.extract) tells which keys are gone: a key whose latest known version is older than the
 extract and that the extract does not hold was deleted before it was taken (AUTO CDC's
 `from_snapshot` in Databricks works the same way).
 
-A snapshot lands as one folder under the table's snapshot folder (`snapshots/<topic>/` by
+An extract lands as one folder under the table's extract folder (`extracts/<topic>/` by
 default), with its rows as JSON lines in the table's own shape and, written last, a manifest
-`_cdc_snapshot.json` that makes it complete (a snapshot waits while its manifest, or a file the
+`_cdc_extract.json` that makes it complete (an extract waits while its manifest, or a file the
 manifest lists, has not arrived):
 
     {"topic": "northwind_jdbc.suppliers", "as_of": "2026-01-05T10:00:00.123",
@@ -16,19 +16,19 @@ manifest lists, has not arrived):
 
 `as_of` is the time the extract saw the table, in the clock of the table's timestamp column (the
 column `order_by` names first; ISO-8601, with an offset for `timestamptz`): every change committed
-before the extract has a timestamp at or before it. A folder without a manifest is a snapshot
-still being written: it waits. A snapshot whose files do not hold exactly `rows` decodable lines
+before the extract has a timestamp at or before it. A folder without a manifest is an extract
+still being written: it waits. An extract whose files do not hold exactly `rows` decodable lines
 is incomplete: its rows are loaded, it deletes nothing, and the manifest is reported as a reject
 (so a truncated extract can never delete live rows).
 
-The bronze model does the diff when it loads a new snapshot (see flatten_model): its rows are
+The bronze model does the diff when it loads a new extract (see flatten_model): its rows are
 upserts like the polled rows (ordered by the same timestamp and incrementing columns), and for
 every key whose latest version at or before `as_of` (in the bronze change log: polled rows,
-earlier snapshots and their deletes) is live and that the snapshot does not hold, it appends a
+earlier extracts and their deletes) is live and that the extract does not hold, it appends a
 delete event ordered right after `as_of` (after every change with that timestamp, before every
 later one). The change log then resolves like any other: the same ordering, duplicate collapse
 and idempotence rules for silver and history, hard or soft deletes per the table's delete_mode.
-A key re-created after `as_of` orders after the delete and stays; a snapshot that lands late
+A key re-created after `as_of` orders after the delete and stays; an extract that lands late
 (after newer changes) deletes only what was already gone at `as_of`.
 """
 
@@ -50,7 +50,7 @@ from cdc_lakehouse.bronze.landing import landing_root
 from cdc_lakehouse.bronze.layout import LandingFile
 from cdc_lakehouse.bronze.spec import TableSpec
 
-MANIFEST = "_cdc_snapshot.json"
+MANIFEST = "_cdc_extract.json"
 # A jdbc-shape sequence is <epoch micros of the timestamp> * 10^19 + <incrementing column>.
 _SCALE = 10**19
 _EPOCH = datetime(1970, 1, 1)
@@ -67,14 +67,14 @@ def as_of_micros(as_of: str) -> int:
 
 
 def delete_sequence(as_of: str) -> Decimal:
-    """The sequence of a snapshot's deletes: after every change with a timestamp at or before
+    """The sequence of an extract's deletes: after every change with a timestamp at or before
     `as_of`, before every later one."""
     return Decimal(as_of_micros(as_of) * _SCALE + _SCALE - 1)
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One landed snapshot: its folder (relative to the landing root), its manifest and files.
+class Extract:
+    """One landed extract: its folder (relative to the landing root), its manifest and files.
 
     problem: why it deletes nothing (an unreadable manifest, rows missing or rejected); reported
     as a reject of the manifest's line 0."""
@@ -87,35 +87,35 @@ class Snapshot:
     problem: str | None = field(default=None, compare=False)
 
 
-def snapshot_folder(spec: TableSpec) -> str:
-    return spec.snapshots or f"snapshots/{spec.topic}"
+def extract_folder(spec: TableSpec) -> str:
+    return spec.extracts or f"extracts/{spec.topic}"
 
 
-def list_snapshots(spark: SparkSession, root: str, spec: TableSpec) -> list[Snapshot]:
-    """The complete snapshots (a manifest written) of the table under `root`, oldest `as_of`
+def list_extracts(spark: SparkSession, root: str, spec: TableSpec) -> list[Extract]:
+    """The complete extracts (a manifest written) of the table under `root`, oldest `as_of`
     first; through the Hadoop FileSystem API, so object stores work as local folders do."""
     hpath = spark._jvm.org.apache.hadoop.fs.Path
     fs, root_path = landing_root(spark, root)
     root_text = root_path.toString().rstrip("/") + "/"
-    folder = snapshot_folder(spec).strip("/")
+    folder = extract_folder(spec).strip("/")
     found = fs.globStatus(hpath(root_path, f"{folder}/*/{MANIFEST}")) or []
-    snapshots = []
+    extracts = []
     for status in found:
         manifest_path = status.getPath()
         text = manifest_path.toString()
         relative = text[len(root_text) :] if text.startswith(root_text) else text
-        found_snapshot = _read_manifest(spark, fs, manifest_path, relative)
-        if found_snapshot is not None:
-            snapshots.append(found_snapshot)
-    return sorted(snapshots, key=lambda s: (s.problem is None, _sort_key(s), s.folder))
+        found_extract = _read_manifest(spark, fs, manifest_path, relative)
+        if found_extract is not None:
+            extracts.append(found_extract)
+    return sorted(extracts, key=lambda s: (s.problem is None, _sort_key(s), s.folder))
 
 
-def _sort_key(snapshot: Snapshot) -> int:
-    return as_of_micros(snapshot.as_of) if snapshot.problem is None else 0
+def _sort_key(extract: Extract) -> int:
+    return as_of_micros(extract.as_of) if extract.problem is None else 0
 
 
-def _read_manifest(spark: SparkSession, fs, manifest_path, relative: str) -> Snapshot | None:
-    """The snapshot a manifest describes; None while a file it lists is not there yet."""
+def _read_manifest(spark: SparkSession, fs, manifest_path, relative: str) -> Extract | None:
+    """The extract a manifest describes; None while a file it lists is not there yet."""
     jvm = spark._jvm
     folder = relative.rsplit("/", 1)[0]
     stream = fs.open(manifest_path)
@@ -130,7 +130,7 @@ def _read_manifest(spark: SparkSession, fs, manifest_path, relative: str) -> Sna
         rows = int(manifest["rows"])
         names = [str(n) for n in manifest["files"]]
     except (ValueError, KeyError, TypeError) as exc:
-        return Snapshot(folder, relative, problem=f"unreadable snapshot manifest: {exc}")
+        return Extract(folder, relative, problem=f"unreadable extract manifest: {exc}")
     parent = manifest_path.getParent()
     files = []
     for name in names:
@@ -138,36 +138,33 @@ def _read_manifest(spark: SparkSession, fs, manifest_path, relative: str) -> Sna
         if not fs.exists(path):
             return None  # still arriving (a copy tool need not keep the writer's order): waits
         files.append(LandingFile(path=path.toString(), relative=f"{folder}/{name}"))
-    return Snapshot(folder, relative, as_of, rows, tuple(files))
+    return Extract(folder, relative, as_of, rows, tuple(files))
 
 
-def with_snapshot_deletes(
+def with_extract_deletes(
     decoded: DataFrame,
-    snapshots: Sequence[Snapshot],
+    extracts: Sequence[Extract],
     spec: TableSpec,
     history: DataFrame | None,
     loaded_at: datetime,
-    loaded: Sequence[Snapshot] = (),
+    loaded: Sequence[Extract] = (),
 ) -> DataFrame:
-    """`decoded` (the batch: polled rows and the new `snapshots`' rows) with the deletes the
-    snapshots reveal appended, and a reject for each new snapshot that deletes nothing.
+    """`decoded` (the batch: polled rows and the new `extracts`' rows) with the deletes the
+    extracts reveal appended, and a reject for each new extract that deletes nothing.
     `history` is the change log already loaded (the bronze table; None on a first build) and
-    `loaded` the snapshots it already holds.
+    `loaded` the extracts it already holds.
 
-    Each complete snapshot, oldest `as_of` first, deletes the keys it does not hold whose latest
+    Each complete extract, oldest `as_of` first, deletes the keys it does not hold whose latest
     event at or before `as_of` (history, batch and the deletes found so far) is live: a new
-    snapshot over every key, a loaded one over the keys of the batch's late events (a change
-    older than the snapshot that lands after it: a key created and deleted around it).
+    extract over every key, a loaded one over the keys of the batch's late events (a change
+    older than the extract that lands after it: a key created and deleted around it).
 
-    A snapshot's rows take its sequence (they are the state at `as_of`): a row that an extract
+    An extract's rows take its sequence (they are the state at `as_of`): a row that an extract
     holds is live at `as_of` even when its timestamp is older than a delete an earlier extract
     made (a transaction that committed after that extract read the table)."""
     spark = decoded.sparkSession
     at = {
-        f.relative: delete_sequence(s.as_of)
-        for s in snapshots
-        if s.problem is None
-        for f in s.files
+        f.relative: delete_sequence(s.as_of) for s in extracts if s.problem is None for f in s.files
     }
     if at:
         files = spark.createDataFrame(
@@ -180,16 +177,16 @@ def with_snapshot_deletes(
                 for c in decoded.columns
             ]
         )
-    batch = decoded.localCheckpoint()  # decoded once, read by every snapshot's diff
-    complete, problems = _checked(batch, snapshots)
+    batch = decoded.localCheckpoint()  # decoded once, read by every extract's diff
+    complete, problems = _checked(batch, extracts)
     keys = list(spec.key)
-    # Late events: accepted changes of the batch (not snapshot rows) and the oldest of them.
+    # Late events: accepted changes of the batch (not extract rows) and the oldest of them.
     changes = batch.where(
         F.col("_cdc_reject_reason").isNull()
         & (F.col("_cdc_op") != "t")
         & ~F.col("_cdc_file").isin(list(at) or [""])
     )
-    reopened: list[Snapshot] = []
+    reopened: list[Extract] = []
     if history is not None and loaded:
         oldest = changes.agg(F.min("_cdc_seq")).first()[0]
         if oldest is not None:
@@ -209,10 +206,10 @@ def with_snapshot_deletes(
             reopened = [s for s in reopened if s.manifest not in rejected]
     late = changes.select(*keys).distinct() if reopened else None
     parts = [batch]
-    for snapshot in sorted([*complete, *reopened], key=lambda s: as_of_micros(s.as_of)):
+    for extract in sorted([*complete, *reopened], key=lambda s: as_of_micros(s.as_of)):
         log = _change_log(batch, history, parts[1:])
-        names = [f.relative for f in snapshot.files]
-        if snapshot in reopened:
+        names = [f.relative for f in extract.files]
+        if extract in reopened:
             held = history.where(
                 F.col("_cdc_file").isin(names) & F.col("_cdc_reject_reason").isNull()
             )
@@ -222,7 +219,7 @@ def with_snapshot_deletes(
                 F.col("_cdc_file").isin(names) & F.col("_cdc_reject_reason").isNull()
             )
             scope = None
-        deletes = _deletes(log, batch.columns, held.select(*keys), scope, snapshot, spec, loaded_at)
+        deletes = _deletes(log, batch.columns, held.select(*keys), scope, extract, spec, loaded_at)
         parts.append(deletes.localCheckpoint())
     if problems:
         parts.append(_rejects(spark, batch, problems, loaded_at))
@@ -232,13 +229,11 @@ def with_snapshot_deletes(
     return out
 
 
-def _checked(
-    batch: DataFrame, snapshots: Sequence[Snapshot]
-) -> tuple[list[Snapshot], list[Snapshot]]:
-    """The snapshots whose files hold exactly their manifest's rows, none rejected (oldest
+def _checked(batch: DataFrame, extracts: Sequence[Extract]) -> tuple[list[Extract], list[Extract]]:
+    """The extracts whose files hold exactly their manifest's rows, none rejected (oldest
     first), and the others with their problem (one aggregate over the batch)."""
-    readable = [s for s in snapshots if s.problem is None]
-    problems = [s for s in snapshots if s.problem is not None]
+    readable = [s for s in extracts if s.problem is None]
+    problems = [s for s in extracts if s.problem is not None]
     counts: dict[str, tuple[int, int]] = {}
     if readable:
         owner = [(f.relative, s.manifest) for s in readable for f in s.files]
@@ -251,17 +246,15 @@ def _checked(
             .collect()
         }
     complete = []
-    for snapshot in readable:
-        n, bad = counts.get(snapshot.manifest, (0, 0))
-        if n == snapshot.rows and bad == 0:
-            complete.append(snapshot)
+    for extract in readable:
+        n, bad = counts.get(extract.manifest, (0, 0))
+        if n == extract.rows and bad == 0:
+            complete.append(extract)
             continue
-        why = f"the manifest says {snapshot.rows} rows, {n} were read"
+        why = f"the manifest says {extract.rows} rows, {n} were read"
         if bad:
             why = f"{bad} of its {n} rows rejected"
-        problems.append(
-            replace(snapshot, problem=f"incomplete snapshot: {why}; it deletes nothing")
-        )
+        problems.append(replace(extract, problem=f"incomplete extract: {why}; it deletes nothing"))
     complete.sort(key=lambda s: as_of_micros(s.as_of))
     return complete, problems
 
@@ -283,14 +276,14 @@ def _deletes(
     columns: Sequence[str],
     held: DataFrame,
     scope: DataFrame | None,
-    snapshot: Snapshot,
+    extract: Extract,
     spec: TableSpec,
     loaded_at: datetime,
 ) -> DataFrame:
-    """The delete events of one snapshot: keys (of `scope`, or all) whose latest event at or
+    """The delete events of one extract: keys (of `scope`, or all) whose latest event at or
     before its `as_of` is live and that it does not hold (`held`), in `columns`."""
     keys = list(spec.key)
-    cutoff = F.lit(delete_sequence(snapshot.as_of)).cast("decimal(38,0)")
+    cutoff = F.lit(delete_sequence(extract.as_of)).cast("decimal(38,0)")
     latest = Window.partitionBy(*keys).orderBy(
         F.col("_cdc_seq").desc(), (F.col("_cdc_op") == "d").desc()
     )
@@ -306,10 +299,10 @@ def _deletes(
     replaced = {
         "_cdc_op": F.lit("d"),
         "_cdc_seq": cutoff,
-        "_cdc_source_ts": F.expr(f"timestamp_micros({as_of_micros(snapshot.as_of)}L)"),
+        "_cdc_source_ts": F.expr(f"timestamp_micros({as_of_micros(extract.as_of)}L)"),
         "_cdc_tx_id": F.lit(None),
         "_cdc_unavailable_columns": F.lit(None),
-        "_cdc_file": F.lit(snapshot.manifest),
+        "_cdc_file": F.lit(extract.manifest),
         "_cdc_line": F.lit(0),
         "_cdc_offset": F.lit(None),
         "_cdc_loaded_at": F.expr(loaded_at_sql(loaded_at)),
@@ -324,9 +317,9 @@ def _deletes(
 
 
 def _rejects(
-    spark: SparkSession, decoded: DataFrame, problems: Sequence[Snapshot], loaded_at: datetime
+    spark: SparkSession, decoded: DataFrame, problems: Sequence[Extract], loaded_at: datetime
 ) -> DataFrame:
-    """One reject per snapshot that deletes nothing: the manifest's line 0, with the reason."""
+    """One reject per extract that deletes nothing: the manifest's line 0, with the reason."""
     types = dict(decoded.dtypes)
     rows = spark.createDataFrame(
         [(s.manifest, s.problem) for s in problems], "_cdc_file string, _cdc_reject_reason string"
@@ -345,10 +338,10 @@ def _rejects(
 # -- writing (the capture tool and tests) ------------------------------------------------------
 
 
-def write_snapshot(
+def write_extract(
     folder: Path, lines: Sequence[str], *, topic: str, as_of: str, rows_per_file: int = 10_000
 ) -> Path:
-    """Land one complete snapshot in `folder` (a new folder below the table's snapshot folder):
+    """Land one complete extract in `folder` (a new folder below the table's extract folder):
     the rows as JSON lines in `part-NNNNN.json` files, then the manifest (written last, by a
     rename, so a reader sees all of it or nothing). Returns the manifest's path."""
     folder.mkdir(parents=True, exist_ok=True)

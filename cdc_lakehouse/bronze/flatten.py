@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from cdc_lakehouse.bronze.decode import backfills, decode_changes, quote_identifier
-from cdc_lakehouse.bronze.extracts import list_snapshots, with_snapshot_deletes
+from cdc_lakehouse.bronze.extracts import list_extracts, with_extract_deletes
 from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
 from cdc_lakehouse.bronze.spec import TableSpec
 
@@ -135,9 +135,9 @@ def flatten_model(
         raise ValueError(f"{dbt.this}: `cdc_landing_root` is not set (dbt_project.yml)")
     spec = TableSpec.from_config(landing, table)
     files = list_landing_files(session, root, spec.topic, spec.layout)
-    # Complete extracts of a query-based table (snapshot-diff deletes, see snapshots.py): one is
+    # Complete extracts of a query-based table (extract-diff deletes, see extracts.py): one is
     # new while its manifest is not among the loaded files.
-    snapshots = list_snapshots(session, root, spec) if spec.snapshots else []
+    extracts = list_extracts(session, root, spec) if spec.extracts else []
     identifier = dbt.this.identifier
     # A view a failed run left in this session must not be recorded by this run's post-hook.
     session.catalog.dropTempView(identifier + LEDGER_SUFFIX)
@@ -147,26 +147,26 @@ def flatten_model(
         fill_declared_columns(session, str(dbt.this), spec)
         done, recorded = loaded_files(session, str(dbt.this))
         files = [f for f in files if f.relative not in done]
-        loaded = [s for s in snapshots if s.manifest in done]
-        snapshots = [s for s in snapshots if s.manifest not in done]
-        if not files and not snapshots:
+        loaded = [s for s in extracts if s.manifest in done]
+        extracts = [s for s in extracts if s.manifest not in done]
+        if not files and not extracts:
             if not recorded:
                 hand_over_loaded_files(session, identifier, done)
             # Nothing new landed: an empty batch of the table's own shape, without planning
             # the decoder (a column added to `cdc_table` appears with the next landed file).
             return session.table(str(dbt.this)).where("false")
-    # A snapshot's files are read whole (its key set must be complete), even those a run that
+    # An extract's files are read whole (its key set must be complete), even those a run that
     # stopped half-way already loaded: a repeated row is a copy the resolution collapses.
-    snapshot_files = [f for s in snapshots for f in s.files if s.problem is None]
-    new = {f.relative for f in files} | {f.relative for f in snapshot_files}
-    hand_over_loaded_files(session, identifier, done | new | {s.manifest for s in snapshots})
+    extract_files = [f for s in extracts for f in s.files if s.problem is None]
+    new = {f.relative for f in files} | {f.relative for f in extract_files}
+    hand_over_loaded_files(session, identifier, done | new | {s.manifest for s in extracts})
     loaded_at = datetime.now(UTC)
     decoded = decode_changes(
-        read_landing_lines(session, files + snapshot_files), spec, loaded_at=loaded_at
+        read_landing_lines(session, files + extract_files), spec, loaded_at=loaded_at
     )
-    if snapshots or loaded:
+    if extracts or loaded:
         history = session.table(str(dbt.this)) if dbt.is_incremental else None
-        decoded = with_snapshot_deletes(decoded, snapshots, spec, history, loaded_at, loaded)
+        decoded = with_extract_deletes(decoded, extracts, spec, history, loaded_at, loaded)
     return for_table_format(decoded, session_table_format(session))
 
 

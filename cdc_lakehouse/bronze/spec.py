@@ -169,9 +169,9 @@ class TableSpec:
         decode, and the declared type is the output type unless the source widened the column
         (see decode.declared_type_change).
     order_by: `jdbc` only: timestamp column, then optional incrementing column.
-    snapshots: `jdbc` only: the folder (below the landing root) where complete extracts of the
-        table land, one folder per extract with its manifest (see snapshots.py); keys missing
-        from an extract are deleted. `true` in config means `snapshots/<topic>`.
+    extracts: `jdbc` only: the folder (below the landing root) where complete extracts of the
+        table land, one folder per extract with its manifest (see extracts.py); keys missing
+        from an extract are deleted. `true` in config means `extracts/<topic>`.
     """
 
     topic: str
@@ -186,7 +186,7 @@ class TableSpec:
     toast_placeholder: str = DEFAULT_TOAST_PLACEHOLDER
     order_by: tuple[str, ...] = ()
     layout: Layout = field(default_factory=Layout)
-    snapshots: str | None = None
+    extracts: str | None = None
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
@@ -198,9 +198,9 @@ class TableSpec:
             raise ValueError(f"{self.topic}: key columns are required")
         if self.shape == "jdbc" and not self.order_by:
             raise ValueError(f"{self.topic}: jdbc shape needs order_by (timestamp[, incrementing])")
-        if self.snapshots is not None and self.shape != "jdbc":
+        if self.extracts is not None and self.shape != "jdbc":
             raise ValueError(
-                f"{self.topic}: snapshots (snapshot-diff deletes) are for query-based sources "
+                f"{self.topic}: extracts (extract-diff deletes) are for query-based sources "
                 "(shape jdbc); a log-based capture sees its deletes"
             )
         for declared in self.columns.values():
@@ -210,6 +210,11 @@ class TableSpec:
     def from_config(cls, landing: Mapping[str, Any] | None, table: Mapping[str, Any]) -> TableSpec:
         """Merge folder-level landing settings with the per-table entry (table wins)."""
         merged: dict[str, Any] = {**(landing or {}), **table}
+        if "snapshots" in merged:
+            raise ValueError(
+                "`snapshots:` is now `extracts:` (complete extracts of a query-based table; "
+                "the default folder is extracts/<topic>, a manifest _cdc_extract.json)"
+            )
         topic = merged.get("topic")
         if not topic:
             prefix = merged.get("topic_prefix")
@@ -227,16 +232,16 @@ class TableSpec:
             toast_placeholder=merged.get("toast_placeholder", DEFAULT_TOAST_PLACEHOLDER),
             order_by=tuple(merged.get("order_by") or ()),
             layout=Layout.from_config(merged.get("layout")),
-            snapshots=_snapshot_folder(merged.get("snapshots"), topic),
+            extracts=_extract_folder(merged.get("extracts"), topic),
         )
 
 
-def _snapshot_folder(setting: Any, topic: str) -> str | None:
-    """`snapshots:` as configured: false/absent (none), true (`snapshots/<topic>`) or a folder."""
+def _extract_folder(setting: Any, topic: str) -> str | None:
+    """`extracts:` as configured: false/absent (none), true (`extracts/<topic>`) or a folder."""
     if setting is None or setting is False:
         return None
     if setting is True:
-        return f"snapshots/{topic}"
+        return f"extracts/{topic}"
     if isinstance(setting, str) and setting.strip("/"):
         return setting.strip("/")
-    raise ValueError(f"{topic}: snapshots must be true, false or a folder below the landing root")
+    raise ValueError(f"{topic}: extracts must be true, false or a folder below the landing root")

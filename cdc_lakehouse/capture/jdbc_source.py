@@ -15,8 +15,8 @@ to its output columns (the timestamp column is then typically the `greatest` of 
 transforms (`transforms`, see transforms.py) change each row as the connector's chain would,
 after the offset is read from the row (Connect tracks source offsets before the transforms).
 
-`snapshot` lands a complete extract of the table (what the connector's `bulk` mode reads, in one
-REPEATABLE READ transaction) as a snapshot folder with its manifest (see
+`extract` lands a complete extract of the table (what the connector's `bulk` mode reads, in one
+REPEATABLE READ transaction) as an extract folder with its manifest (see
 cdc_lakehouse/bronze/extracts.py): the bronze model compares it with the change log to find deletes.
 
 Values as the connector's JsonConverter writes them with `schemas.enable=false`: `timestamp`
@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from cdc_lakehouse.bronze.extracts import write_snapshot
+from cdc_lakehouse.bronze.extracts import write_extract
 from cdc_lakehouse.capture.parquet_sink import write_parquet_records
 from cdc_lakehouse.capture.sink import LandingSink
 from cdc_lakehouse.capture.transforms import Transform, apply_transforms
@@ -117,9 +117,9 @@ class JdbcSource:
         self._store_offset(last[ts_col], last[inc_col], next_offset)
         return len(rows)
 
-    def snapshot(self, folder: Path, as_of: datetime | None = None) -> Path:
-        """Land every row of the table as one complete snapshot below `folder` (the table's
-        snapshot folder); `as_of` is the extract's time in the timestamp column's clock, by
+    def extract(self, folder: Path, as_of: datetime | None = None) -> Path:
+        """Land every row of the table as one complete extract below `folder` (the table's
+        extract folder); `as_of` is the extract's time in the timestamp column's clock, by
         default the source's own (`now()`, read in the extract's transaction). Returns the
         manifest's path."""
         ts_col, inc_col = self.order_by
@@ -139,7 +139,7 @@ class JdbcSource:
         lines = self._lines(names, rows)
         stamp = as_of.isoformat()
         name = stamp.replace(":", "").replace("+", "p")  # a folder name every object store takes
-        return write_snapshot(
+        return write_extract(
             Path(folder) / name, lines, topic=self.topic, as_of=stamp, rows_per_file=self.flush_size
         )
 

@@ -6,7 +6,7 @@
 A plain `dbt build` runs every model and test of every table, even when one topic received files:
 with 50 tables, a build where nothing landed still costs minutes. This lists the landing zone's
 topic folders (names, sizes, modification times of their files: no file is read; for a table
-with snapshot-diff deletes, its extracts' manifests too), compares the
+with extract-diff deletes, its extracts' manifests too), compares the
 listing with the one saved by the last successful run, and builds only the registered tables
 whose topic changed (saying, for each, the files and bytes pending and the age of the oldest:
 how far the table lags its landing), and what depends on them:
@@ -110,9 +110,9 @@ def list_topics(root: Path, registered: Sequence[Table]) -> Listing:
                     if relative not in files and topic_files.classify(str(path), relative):
                         stat = path.stat()
                         files[relative] = [relative, stat.st_size, stat.st_mtime_ns]
-        if table.spec.snapshots:
-            # A complete extract (snapshot-diff deletes) counts once its manifest has landed.
-            top = root / table.spec.snapshots
+        if table.spec.extracts:
+            # A complete extract (extract-diff deletes) counts once its manifest has landed.
+            top = root / table.spec.extracts
             for manifest in sorted(top.glob(f"*/{MANIFEST}")) if top.is_dir() else ():
                 relative = manifest.relative_to(root).as_posix()
                 stat = manifest.stat()

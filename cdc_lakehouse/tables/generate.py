@@ -211,10 +211,10 @@ def _shape_text(table: Table) -> str:
     text = SHAPE_TEXT[table.shape]
     order_by = table.landing.get("order_by")
     if table.shape == "jdbc" and order_by:
-        if table.spec.snapshots:
+        if table.spec.extracts:
             text += (
                 f" on {', '.join(order_by)}, and complete extracts from "
-                f"`{table.spec.snapshots}/` whose diff gives the deletes"
+                f"`{table.spec.extracts}/` whose diff gives the deletes"
             )
         else:
             text += f" on {', '.join(order_by)} (query-based CDC: deletes are not visible)"

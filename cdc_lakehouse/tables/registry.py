@@ -46,7 +46,7 @@ LANDING_KEYS = (
     "toast_placeholder",
     "order_by",
     "layout",
-    "snapshots",
+    "extracts",
 )
 TABLE_KEYS = {
     "key",
@@ -180,6 +180,10 @@ def parse_table(source: str, landing: Mapping[str, Any], name: str, entry: Any, 
     if not isinstance(entry, Mapping):
         raise _fail(path, where, "expected a mapping (key, columns, ...)")
     unknown = set(entry) - TABLE_KEYS
+    if "snapshots" in unknown:
+        raise _fail(
+            path, where, "`snapshots:` is now `extracts:` (complete extracts, extracts/<topic>)"
+        )
     if unknown:
         known = sorted(TABLE_KEYS)
         raise _fail(path, where, f"unknown setting(s) {sorted(unknown)}; known: {known}")

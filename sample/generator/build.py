@@ -141,8 +141,8 @@ Captures (one engine, slot and publication each):
 {groups}
 - suppliers: polled on (`last_update`, `supplier_id`) like a JDBC source connector in
   `timestamp+incrementing` mode (query-based: deletes are not visible), and extracted whole after
-  each poll into `landing/snapshots/northwind_jdbc.suppliers/<as_of>/` (rows and a
-  `_cdc_snapshot.json` manifest): the extracts' diff gives the deletes
+  each poll into `landing/extracts/northwind_jdbc.suppliers/<as_of>/` (rows and a
+  `_cdc_extract.json` manifest): the extracts' diff gives the deletes
   (docs/reference-pipelines.md, "Deletes for query-based sources"). A `supplier_reinsert` with no
   deleted supplier to bring back does nothing.
 

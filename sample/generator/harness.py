@@ -8,7 +8,7 @@ source database and its captures:
   schemas, `orders` + `order_details` as the bare envelope, `products` through
   ExtractNewRecordState (shapes come from `northwind.TABLES`);
 - `suppliers` polled by the query-based JDBC-style source (no deletes visible), with a complete
-  extract after each poll (snapshot-diff deletes).
+  extract after each poll (extract-diff deletes).
 
     harness = SourceHarness(pg, landing=Path("landing"), state_dir=Path("state"), seed=7)
     harness.setup()                 # schema and initial rows (captured as snapshot reads)
@@ -201,11 +201,11 @@ class SourceHarness:
                 flush_size=self.flush_size,
             )
             self.captured[table.topic] += source.poll()
-            if table.snapshots:
+            if table.extracts:
                 # A complete extract after every poll, as of the workload's clock (the one
                 # `last_update` is set from): deletes are found by its diff.
-                folder = Path(landing or self.landing) / "snapshots" / table.topic
-                source.snapshot(folder, as_of=self.workload.clock.replace(tzinfo=None))
+                folder = Path(landing or self.landing) / "extracts" / table.topic
+                source.extract(folder, as_of=self.workload.clock.replace(tzinfo=None))
 
     def drop(self) -> None:
         """Drop every capture's replication slot and publication."""

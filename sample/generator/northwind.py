@@ -41,7 +41,7 @@ class Table:
         sink), for both the capture (writer) and the table registry (reader).
     partitions: Kafka partitions of the topic.
     derived: written by the database itself (triggers), never by the workload.
-    snapshots: `jdbc` only: a complete extract lands after every poll (snapshot-diff deletes).
+    extracts: `jdbc` only: a complete extract lands after every poll (extract-diff deletes).
     """
 
     name: str
@@ -56,7 +56,7 @@ class Table:
     layout: str = "confluent"
     partitions: int = 1
     derived: bool = False
-    snapshots: bool = False
+    extracts: bool = False
 
     @property
     def layout_settings(self) -> dict[str, Any] | str:
@@ -174,7 +174,7 @@ SUPPLIERS = Table(
     topic="northwind_jdbc.suppliers",
     shape="jdbc",
     order_by=("last_update", "supplier_id"),
-    snapshots=True,
+    extracts=True,
 )
 
 # The transactional outbox of the order system: one document per order, kept by triggers on

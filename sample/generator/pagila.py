@@ -9,8 +9,8 @@ A JDBC source connector polls a join (`address` + `city` + `country`) in query m
 source_system`); Confluent's S3 sink writes it as Parquet (gzip) with a FieldPartitioner on
 `country`: `topics/pagila_jdbc.address/country=<country>/pagila_jdbc.address+0+<offset>.gz.parquet`.
 A complete extract of the same query after every poll (the connector in `bulk` mode) lands in
-`snapshots/pagila_jdbc.address/<as_of>/`: the only way this source's deletes become visible
-(snapshot-diff, docs/reference-pipelines.md, "Deletes for query-based sources").
+`extracts/pagila_jdbc.address/<as_of>/`: the only way this source's deletes become visible
+(extract-diff, docs/reference-pipelines.md, "Deletes for query-based sources").
 
 The capture is the project's imitation of the connector (`cdc_lakehouse.capture.jdbc_source`,
 parquet_sink.py): Confluent's JDBC connector and S3 sink are not on Maven Central. The seeded
@@ -125,7 +125,7 @@ ADDRESS = Table(
     topic=TOPIC,
     shape="jdbc",
     order_by=("last_update", "address_id"),
-    snapshots=True,
+    extracts=True,
 )
 TABLES = (ADDRESS,)
 
@@ -322,7 +322,7 @@ def build(
     """Write this pipeline's landing and expected state below `out`; returns the workload's
     transactions by activity."""
     landing = out / "landing"
-    for stale in (landing / "topics" / TOPIC, landing / "snapshots" / TOPIC):
+    for stale in (landing / "topics" / TOPIC, landing / "extracts" / TOPIC):
         shutil.rmtree(stale, ignore_errors=True)
     workload = PagilaWorkload(seed)
     counts: Counter[str] = Counter()
@@ -336,7 +336,7 @@ def build(
                 with pg.connect() as conn:
                     counts.update(workload.run_phase(conn, transactions))
             poller.poll()
-            poller.snapshot(landing / "snapshots" / TOPIC)
+            poller.extract(landing / "extracts" / TOPIC)
         with pg.connect() as conn:
             rows = expected_state(conn)
     (out / "expected").mkdir(parents=True, exist_ok=True)
@@ -350,7 +350,7 @@ def readme_section(out: Path, seed: int, counts: Counter[str]) -> str:
     landing = out / "landing"
     files = sorted((landing / "topics" / TOPIC).rglob(f"*{'.gz.parquet'}"))
     folders = sorted({f.parent.name for f in files})
-    extracts = sorted((landing / "snapshots" / TOPIC).iterdir())
+    extracts = sorted((landing / "extracts" / TOPIC).iterdir())
     rows = sum(1 for _ in (out / "expected" / f"{ADDRESS.name}.jsonl").open())
     activities = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     connector = json.dumps(CONNECTOR, indent=2)
@@ -366,8 +366,8 @@ project's imitation of the JDBC source connector in query mode polling after eac
 - `landing/topics/{TOPIC}/country=<country>/{TOPIC}+0+<start offset>.gz.parquet`: Confluent's
   S3 sink with ParquetFormat (gzip) and a FieldPartitioner on `country`: {len(files)} files in
   {len(folders)} folders ({", ".join(f"`{f}`" for f in folders)}).
-- `landing/snapshots/{TOPIC}/<as_of>/`: a complete extract after each poll ({len(extracts)}),
-  JSON lines and a `_cdc_snapshot.json` manifest: the deletes come from their diff.
+- `landing/extracts/{TOPIC}/<as_of>/`: a complete extract after each poll ({len(extracts)}),
+  JSON lines and a `_cdc_extract.json` manifest: the deletes come from their diff.
 - `expected/address.jsonl`: the query's final result through the same transforms ({rows} rows;
   `last_update` to the millisecond, as a Connect Timestamp holds it).
 

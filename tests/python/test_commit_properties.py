@@ -5,7 +5,6 @@ the commits of real runs)."""
 from __future__ import annotations
 
 import pytest
-
 from dbt.adapters.sparksession.commit_properties import requested
 
 

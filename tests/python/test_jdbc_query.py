@@ -3,7 +3,7 @@ PostgreSQL, as the reference Pagila-on-RDS deployment runs it: the JDBC source c
 join (`address` + `city` + `country`) in `timestamp+incrementing` mode (`last_update`,
 `address_id`), `ReplaceField$Value` renames `district` to `state_province`, `InsertField$Value`
 adds a static `source_system`; a complete extract of the same query after each poll gives the
-deletes (snapshot-diff). A project registers the topic as a user would (tables/*.yml) and one
+deletes (extract diff). A project registers the topic as a user would (tables/*.yml) and one
 `dbt build` must leave silver equal to what the query returns from PostgreSQL after the same
 transforms: the oracle of a query-mode table. The same build loads a query-mode topic landed as
 Parquet and the same records landed as Avro (the fixtures of test_parquet_landing.py): their
@@ -114,7 +114,7 @@ def test_query_mode_parquet_and_avro_landings_build_to_their_sources(tmp_path: P
             pg.conninfo(), landing, tmp_path / "state" / "address.json", partition_field=None
         )
         assert source.poll() == 5
-        source.snapshot(landing / "snapshots" / TOPIC)
+        source.extract(landing / "extracts" / TOPIC)
         with pg.connect() as conn:
             conn.execute("update city set city = 'Oporto' where city = 'Porto'")  # 2 addresses
             conn.execute("update address set district = 'Douro' where address_id = 3")
@@ -123,7 +123,7 @@ def test_query_mode_parquet_and_avro_landings_build_to_their_sources(tmp_path: P
                 "insert into address (address, district, city_id) values ('6 Dori', 'Kansai', 3)"
             )
         assert source.poll() == 4  # the renamed city's 2 addresses, address 3, address 6
-        source.snapshot(landing / "snapshots" / TOPIC)
+        source.extract(landing / "extracts" / TOPIC)
         truth = expected(pg)
 
     polled = [f for f in landing_files(landing) if f"/topics/{TOPIC}/" in str(f)]
@@ -167,7 +167,7 @@ def test_query_mode_parquet_and_avro_landings_build_to_their_sources(tmp_path: P
                 "key": ["address_id"],
                 "order_by": ["last_update", "address_id"],
                 "time_precision_mode": "connect",
-                "snapshots": True,
+                "extracts": True,
                 "columns": COLUMNS,
             },
         },

@@ -559,18 +559,18 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     registry = project / "tables" / "shop.yml"
     registry.write_text(
         registry.read_text()
-        + "  vendors:\n    shape: jdbc\n    order_by: [updated_at, id]\n    snapshots: true\n"
+        + "  vendors:\n    shape: jdbc\n    order_by: [updated_at, id]\n    extracts: true\n"
         "    key: [id]\n    columns: {id: int, updated_at: timestamp}\n"
     )
     # the registry changed (a project file): everything is built once, then changes again
     selection, saving, why = changed.plan(project, str(landing), state)
     assert selection is None and why.startswith("the project's models, macros, registry"), why
     changed.save(state, saving)
-    extract = landing / "snapshots" / "shop.public.vendors" / "2026-01-01T000000"
+    extract = landing / "extracts" / "shop.public.vendors" / "2026-01-01T000000"
     extract.mkdir(parents=True)
     (extract / "part-00000.json").write_text("{}\n")
     assert changed.plan(project, str(landing), state)[0] == []  # no manifest yet: waits
-    (extract / "_cdc_snapshot.json").write_text("{}\n")
+    (extract / "_cdc_extract.json").write_text("{}\n")
     assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.vendors+"]
     registry.write_text(registry.read_text().split("  vendors:")[0])
     changed.save(state, changed.plan(project, str(landing), state)[1])
