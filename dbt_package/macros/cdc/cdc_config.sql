@@ -140,3 +140,23 @@
     {%- endif -%}
     {{ return(checks | join(' or ') if checks else 'false') }}
 {% endmacro %}
+
+
+{#- A MERGE's `update set` list and `insert (...) values (...)` clause: every column of
+    `columns` from the source aliased `batch`. -#}
+{% macro cdc_merge_update_set(columns) %}
+    {%- set pairs = [] -%}
+    {%- for column in columns -%}
+        {%- do pairs.append("target." ~ adapter.quote(column) ~ " = batch." ~ adapter.quote(column)) -%}
+    {%- endfor -%}
+    {{ return("update set " ~ (pairs | join(', '))) }}
+{% endmacro %}
+
+
+{% macro cdc_merge_insert(columns) %}
+    {%- set values = [] -%}
+    {%- for column in columns -%}
+        {%- do values.append("batch." ~ adapter.quote(column)) -%}
+    {%- endfor -%}
+    {{ return("insert (" ~ cdc_lakehouse.cdc_column_list(columns) ~ ") values (" ~ (values | join(', ')) ~ ")") }}
+{% endmacro %}

@@ -100,23 +100,12 @@
     using ({{ effective }}) as batch
         on {{ version_match | join(' and ') }}
     {%- if hudi %}
-    when matched and batch._cdc_action = 'upsert' then update set
+    when matched and batch._cdc_action = 'upsert' then {{ cdc_lakehouse.cdc_merge_update_set(columns) }}
     {%- else %}
     when matched and batch._cdc_action = 'delete' then delete
-    when matched then update set
+    when matched then {{ cdc_lakehouse.cdc_merge_update_set(columns) }}
     {%- endif %}
-        {%- for column in columns %}
-        target.{{ q(column) }} = batch.{{ q(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    when not matched and batch._cdc_action = 'upsert' then insert (
-        {%- for column in columns %}
-        {{ q(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    ) values (
-        {%- for column in columns %}
-        batch.{{ q(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    )
+    when not matched and batch._cdc_action = 'upsert' then {{ cdc_lakehouse.cdc_merge_insert(columns) }}
 {%- endset %}
 {%- do writes.append(merge_sql) -%}
 {%- endif %}

@@ -65,19 +65,8 @@
         merge into {{ target }} as target
         using {{ batch }} as batch
             on {{ key_match | join(' and ') }}
-        when matched then update set
-            {%- for column in columns %}
-            target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-            {%- endfor %}
-        when not matched then insert (
-            {%- for column in columns %}
-            {{ adapter.quote(column) }}{{ "," if not loop.last }}
-            {%- endfor %}
-        ) values (
-            {%- for column in columns %}
-            batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-            {%- endfor %}
-        )
+        when matched then {{ cdc_lakehouse.cdc_merge_update_set(columns) }}
+        when not matched then {{ cdc_lakehouse.cdc_merge_insert(columns) }}
         {%- if not hudi %}
         when not matched by source then delete
         {%- endif %}
@@ -166,17 +155,9 @@
     {%- if not soft and not hudi %}
     when matched and batch._cdc_action = 'delete' then delete
     {%- endif %}
-    when matched then update set
-        {%- for column in columns %}
-        target.{{ adapter.quote(column) }} = batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
+    when matched then {{ cdc_lakehouse.cdc_merge_update_set(columns) }}
     {%- if inserts_in_merge %}
-    when not matched and batch._cdc_action in {{ new_actions }} then insert ({{ cdc_lakehouse.cdc_column_list(columns) }})
-    values (
-        {%- for column in columns %}
-        batch.{{ adapter.quote(column) }}{{ "," if not loop.last }}
-        {%- endfor %}
-    )
+    when not matched and batch._cdc_action in {{ new_actions }} then {{ cdc_lakehouse.cdc_merge_insert(columns) }}
     {%- endif %}
 {%- endset %}
 {%- do writes.append(merge_sql) -%}

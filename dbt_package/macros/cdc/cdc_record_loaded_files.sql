@@ -42,9 +42,10 @@
     {%- if not execute or not is_incremental() -%}
         {{ return('') }}
     {%- endif -%}
+    {#- dbt's relation cache: filled when the invocation starts, so it holds a ledger an earlier
+        invocation's post-hook wrote (this model's own post-hook runs after this). -#}
     {%- set ledger = cdc_lakehouse.cdc_loaded_files_relation(this) -%}
-    {#- Asked of the catalog, not dbt's relation cache: a post-hook's table is not in it. -#}
-    {%- if run_query("show tables in " ~ ledger.schema ~ " like '" ~ ledger.identifier ~ "'").rows | length == 0 -%}
+    {%- if adapter.get_relation(ledger.database, ledger.schema, ledger.identifier) is none -%}
         {{ return('') }}
     {%- endif -%}
     {%- set version = cdc_lakehouse.cdc_table_version(this) -%}
