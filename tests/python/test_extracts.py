@@ -99,7 +99,7 @@ def extract(root: Path, day: int, lines: list[str], **manifest_edits) -> Path:
     return manifest
 
 
-def test_a_key_missing_from_a_extract_is_deleted_after_its_last_change(
+def test_a_key_missing_from_an_extract_is_deleted_after_its_last_change(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     first = polled(spark, tmp_path, "0", [row(1, "a", 1), row(2, "b", 2), row(3, "c", 3)])
