@@ -84,7 +84,7 @@
     {%- for property in run_query('show tblproperties ' ~ relation).rows -%}
         {%- do properties.update({property[0]: property[1]}) -%}
     {%- endfor -%}
-    {%- if cdc_lakehouse.cdc_commit_properties_supported() -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'iceberg' -%}
         {#- An incremental run records its state in the summary of the snapshot it committed
             (cdc_commit_with_state): the newest such snapshot, unless a table property written
             later (a full build) holds a newer watermark. -#}

@@ -29,11 +29,13 @@
     {%- set rows = run_query("show tblproperties " ~ relation ~ " ('cdc.watermark')") -%}
     {%- set value = rows.rows[0][1] if rows.rows | length > 0 else none -%}
     {%- set value = none if value is none or 'does not have property' in value else value -%}
-    {%- if not cdc_lakehouse.cdc_commit_properties_supported() -%}
+    {%- if cdc_lakehouse.cdc_table_format() != 'iceberg' -%}
         {{ return(value) }}
     {%- endif -%}
     {#- The newest snapshot that carries one (a compaction's snapshot does not), or the table
-        property if that is newer (written after a full build, which keeps the older snapshots). -#}
+        property if that is newer (written after a full build, which keeps the older snapshots).
+        Read on every target, not only where it can be written: a Thrift target reads what an
+        in-process run committed on the same tables. -#}
     {%- set newest = run_query(
         "select cast(greatest(max_by(cast(summary['cdc.watermark'] as timestamp), committed_at), "
         ~ ("timestamp'" ~ value ~ "'" if value else "cast(null as timestamp)")
