@@ -94,7 +94,9 @@ truncate_floor as (
 ),
 
 {#- Events that can still change silver: newer than the target row, than a remembered delete
-    of the key, and than the latest truncate. -#}
+    of the key (or that delete itself: the strategy records a batch's deletes before its rows,
+    so a run that stopped in between finds them remembered but not applied), and than the
+    latest truncate. -#}
 candidate_copies as (
     select *
     from batch
@@ -108,7 +110,7 @@ candidate_copies as (
         and _cdc_seq > coalesce(_cdc_truncate_seq, -1)
         {%- if target is not none %}
         and _cdc_seq > coalesce(_cdc_target_seq, -1)
-        and _cdc_seq > coalesce(_cdc_tombstone_seq, -1)
+        and _cdc_seq >= coalesce(_cdc_tombstone_seq, -1)
         {%- endif %}
 ),
 

@@ -106,15 +106,26 @@
         -- the Python model returned an empty batch: nothing to write
       {%- endcall -%}
     {%- else -%}
-    {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
-    {#-- sparksession: a column whose type changed at the source (column_types.sql) --#}
+    {#-- sparksession: the batch and the table are described once, not three times each
+         (dbt's process_schema_changes, the type check, the append's column list); only a
+         batch whose columns differ from the table's describes them again after the change. --#}
+    {%- set source_columns = none -%}
+    {%- set target_columns = none -%}
     {%- if on_schema_change != 'ignore' -%}
-      {%- do widen_column_types(tmp_relation, existing_relation) -%}
+      {%- set schema_changes = check_for_schema_changes(tmp_relation, existing_relation) -%}
+      {%- if schema_changes['schema_changed'] -%}
+        {%- do process_schema_changes(on_schema_change, tmp_relation, existing_relation) -%}
+      {%- else -%}
+        {%- set source_columns = schema_changes['source_columns'] -%}
+        {%- set target_columns = schema_changes['target_columns'] -%}
+      {%- endif -%}
+      {#-- sparksession: a column whose type changed at the source (column_types.sql) --#}
+      {%- do widen_column_types(tmp_relation, existing_relation, source_columns, target_columns) -%}
     {%- endif -%}
     {%- call statement('main') -%}
       {#-- sparksession: append fills the table's columns the batch lacks with NULL --#}
       {%- if strategy == 'append' -%}
-        {{ sparksession_insert_into_sql(tmp_relation, target_relation) }}
+        {{ sparksession_insert_into_sql(tmp_relation, target_relation, source_columns, target_columns) }}
       {%- elif strategy_macro is not none -%}
         {{ strategy_macro({
             'target_relation': target_relation, 'temp_relation': tmp_relation,
@@ -160,11 +171,11 @@
   `append_new_columns` keeps it in the table. Such columns read NULL in the batch's rows, as
   dbt-databricks does (databricks/dbt-databricks#604).
 #}
-{% macro sparksession_insert_into_sql(source_relation, target_relation) %}
-  {%- set present = adapter.get_columns_in_relation(source_relation) | map(attribute='name') | map('lower') | list -%}
+{% macro sparksession_insert_into_sql(source_relation, target_relation, source_columns=none, target_columns=none) %}
+  {%- set present = (source_columns or adapter.get_columns_in_relation(source_relation)) | map(attribute='name') | map('lower') | list -%}
   insert into table {{ target_relation }}
   select
-  {%- for column in adapter.get_columns_in_relation(target_relation) %}
+  {%- for column in target_columns or adapter.get_columns_in_relation(target_relation) %}
     {% if column.name | lower in present -%}
       {{ column.quoted }}
     {%- else -%}
