@@ -6,16 +6,21 @@ from typing import Any
 
 from dbt.adapters.base import BaseRelation, PythonJobHelper, available
 from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark import SparkAdapter
+from dbt.adapters.spark.connections import SparkConnectionMethod
 from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
 from dbt.adapters.sparksession.python_submissions import (
     SessionPythonJobHelper,
     checkpoint_view,
     spark_error_detail,
 )
+from dbt.adapters.sparksession.relations import list_schema, session
 from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
 from dbt_common.exceptions import DbtRuntimeError
+
+logger = AdapterLogger("Spark")
 
 # Behind SparkSessionCatalog, `show table extended` reports Iceberg tables as `Provider: hive`;
 # their table properties still give them away.
@@ -65,6 +70,22 @@ class SparkSessionAdapter(SparkAdapter):
             else rel
             for rel in relations
         ]
+
+    def list_relations_without_caching(self, schema_relation: BaseRelation) -> list[BaseRelation]:
+        """In this process's Spark session: the schema's relations in one metastore call
+        (relations.py), the rows dbt-spark's `show table extended` would give. Over Thrift,
+        dbt-spark's listing."""
+        if self.config.credentials.method != SparkConnectionMethod.SESSION:
+            return super().list_relations_without_caching(schema_relation)
+        credentials = self.config.credentials
+        try:
+            rows = list_schema(session(credentials.server_side_parameters), schema_relation.schema)
+        except Exception as exc:
+            detail = spark_error_detail(exc)
+            schema = schema_relation.schema
+            raise DbtRuntimeError(f"listing schema {schema} failed: {detail}") from exc
+        logger.debug(f"Listed {len(rows or [])} relations of {schema_relation.schema} (metastore)")
+        return self._build_spark_relation_list(rows or [], self._get_relation_information)
 
     @property
     def default_python_submission_method(self) -> str:
