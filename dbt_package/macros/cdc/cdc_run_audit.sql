@@ -80,25 +80,7 @@
     {%- endif -%}
 
     {#- What the strategy (or the full build's post-hook) applied, if it ran in this invocation. -#}
-    {%- set properties = {} -%}
-    {%- for property in run_query('show tblproperties ' ~ relation).rows -%}
-        {%- do properties.update({property[0]: property[1]}) -%}
-    {%- endfor -%}
-    {%- if cdc_lakehouse.cdc_table_format() == 'iceberg' -%}
-        {#- An incremental run records its state in the summary of the snapshot it committed
-            (cdc_commit_with_state): the newest such snapshot, unless a table property written
-            later (a full build) holds a newer watermark. -#}
-        {%- set names = ['cdc.watermark', 'cdc.run.invocation_id', 'cdc.run.kind', 'cdc.run.inserted', 'cdc.run.updated', 'cdc.run.deleted'] -%}
-        {%- set committed = run_query(
-            "select summary['" ~ names | join("'], summary['") ~ "'] from " ~ relation ~ ".snapshots"
-            ~ " where summary['cdc.watermark'] is not null order by committed_at desc limit 1"
-        ).rows -%}
-        {%- if committed | length > 0 and committed[0][0] > (properties.get('cdc.watermark') or '') -%}
-            {%- for name in names -%}
-                {%- do properties.update({name: committed[0][loop.index0]}) -%}
-            {%- endfor -%}
-        {%- endif -%}
-    {%- endif -%}
+    {%- set properties = cdc_lakehouse.cdc_committed_state(relation) -%}
     {%- if properties.get('cdc.run.invocation_id') == invocation_id -%}
         {%- do row.update({'kind': properties.get('cdc.run.kind')}) -%}
         {%- for name in ('inserted', 'updated', 'deleted') -%}

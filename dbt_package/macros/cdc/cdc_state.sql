@@ -23,25 +23,46 @@
 
 
 {% macro cdc_watermark_value(relation) %}
+    {{ return(cdc_lakehouse.cdc_committed_state(relation).get('cdc.watermark')) }}
+{% endmacro %}
+
+
+{#- The CDC state `relation` has committed, as strings: `cdc.watermark` and what the last run
+    applied (`cdc.run.*`, see cdc_state_properties); {} for a table without any. On Iceberg, the
+    summary of the newest snapshot that carries them (a compaction's does not), unless a table
+    property written later holds a newer watermark (a full build writes the properties and keeps
+    the older snapshots); elsewhere, the table properties. Snapshots are read on every Iceberg
+    target, not only where they can be written: a Thrift target reads what an in-process run
+    committed on the same tables. The watermark read (cdc_watermark_value) and the run audit
+    (cdc_run_audit_row) both read it here. -#}
+{% macro cdc_committed_state(relation) %}
     {%- if not execute -%}
-        {{ return(none) }}
+        {{ return({}) }}
     {%- endif -%}
-    {%- set rows = run_query("show tblproperties " ~ relation ~ " ('cdc.watermark')") -%}
-    {%- set value = rows.rows[0][1] if rows.rows | length > 0 else none -%}
-    {%- set value = none if value is none or 'does not have property' in value else value -%}
-    {%- if cdc_lakehouse.cdc_table_format() != 'iceberg' -%}
-        {{ return(value) }}
+    {%- set state = {} -%}
+    {%- for row in run_query("show tblproperties " ~ relation).rows -%}
+        {%- if row[0].startswith('cdc.') -%}
+            {%- do state.update({row[0]: row[1]}) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if cdc_lakehouse.cdc_table_format() == 'iceberg' -%}
+        {%- set names = ['cdc.watermark'] -%}
+        {%- for name in ('invocation_id', 'kind', 'inserted', 'updated', 'deleted') -%}
+            {%- do names.append('cdc.run.' ~ name) -%}
+        {%- endfor -%}
+        {%- set committed = run_query(
+            "select summary['" ~ names | join("'], summary['") ~ "'] from " ~ relation ~ ".snapshots"
+            ~ " where summary['cdc.watermark'] is not null order by committed_at desc limit 1"
+        ).rows -%}
+        {#- Both are timestamps cast to strings by Spark (cdc_state_properties): they compare as
+            the timestamps do. -#}
+        {%- if committed | length > 0 and committed[0][0] > (state.get('cdc.watermark') or '') -%}
+            {%- for name in names -%}
+                {%- do state.update({name: committed[0][loop.index0]}) -%}
+            {%- endfor -%}
+        {%- endif -%}
     {%- endif -%}
-    {#- The newest snapshot that carries one (a compaction's snapshot does not), or the table
-        property if that is newer (written after a full build, which keeps the older snapshots).
-        Read on every target, not only where it can be written: a Thrift target reads what an
-        in-process run committed on the same tables. -#}
-    {%- set newest = run_query(
-        "select cast(greatest(max_by(cast(summary['cdc.watermark'] as timestamp), committed_at), "
-        ~ ("timestamp'" ~ value ~ "'" if value else "cast(null as timestamp)")
-        ~ ") as string) from " ~ relation ~ ".snapshots where summary['cdc.watermark'] is not null"
-    ).rows -%}
-    {{ return((newest[0][0] if newest | length > 0 else none) or value) }}
+    {{ return(state) }}
 {% endmacro %}
 
 
