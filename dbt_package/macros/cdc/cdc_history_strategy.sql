@@ -110,15 +110,8 @@
 {%- do writes.append(merge_sql) -%}
 {%- endif %}
 
-{#- The watermark moves with the last write, here only (the post-hook writes it after full builds). An empty
-    batch whose events all scoped no key (truncates) still moves it past them, to the newest
-    event loaded after the watermark: not to the change log's newest, which a process loading
-    bronze meanwhile may have moved past events this run did not read. -#}
-{%- if newest is none -%}
-    {%- set newest = cdc_lakehouse.cdc_newest_loaded_since_watermark(target) -%}
-{%- endif -%}
-{%- if newest is none -%}
-    {{ return("select 'no new changes' as cdc_history") }}
-{%- endif -%}
+{#- The watermark moves with the last write, here only (the post-hook writes it after full
+    builds); an empty batch (events that all scoped no key: truncates) too, see
+    cdc_commit_with_state. -#}
 {{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest)) }}
 {% endmacro %}

@@ -176,9 +176,7 @@
 {%- if truncate_seq is not none %}
     {#- The rows a truncate removes (hard) or marks deleted (soft) count as deleted: counted
         after the batch's other writes, which run first. -#}
-    {%- for sql in writes -%}
-        {% call statement('cdc_write_' ~ loop.index) %}{{ sql }}{% endcall %}
-    {%- endfor -%}
+    {%- do cdc_lakehouse.cdc_run_writes(writes) -%}
     {%- set truncated = run_query(
         "select count(*) from " ~ target ~ " where _cdc_seq < " ~ truncate_seq
         ~ (" and not _cdc_is_deleted" if soft else "")
@@ -200,14 +198,7 @@
     {%- set writes = [truncate_sql] -%}
 {%- endif %}
 
-{#- An empty batch: every event read was older than what silver holds (late files), so none
-    survived. The watermark still moves past them, or every later run would read them again. -#}
-{%- if newest is none -%}
-    {%- set newest = cdc_lakehouse.cdc_newest_loaded_since_watermark(target) -%}
-{%- endif -%}
-{%- if newest is none -%}
-    {{ return("select 'no new changes' as cdc_merge") }}
-{%- endif -%}
+{#- An empty batch (newest is none): see cdc_commit_with_state. -#}
 {{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest, run)) }}
 {% endmacro %}
 

@@ -79,17 +79,34 @@
   record the watermark `value` and what the run applied (`run`, see cdc_state_properties).
   Returns the statement the materialization runs last: where supported, the last of
   `statements` itself, committing its rows with the state in its snapshot's summary (one
-  commit); otherwise the table-property write, after every statement has run.
+  commit); otherwise the table-property write, after every statement has run. A `value` of
+  none (the batch kept no row: every event read was older than what the table holds, or scoped
+  no key) moves the watermark to the newest event loaded after it all the same, or every later
+  run would read those events again; not to the change log's newest, which a process loading
+  bronze meanwhile may have moved past events this run did not read. With no such event either,
+  nothing is written.
 #}
 {% macro cdc_commit_with_state(statements, relation, value, run=none) %}
+    {%- if value is none -%}
+        {%- set value = cdc_lakehouse.cdc_newest_loaded_since_watermark(relation) -%}
+    {%- endif -%}
+    {%- if value is none -%}
+        {{ return("select 'no new changes' as cdc_state") }}
+    {%- endif -%}
     {%- set supported = statements | length > 0 and cdc_lakehouse.cdc_commit_properties_supported() -%}
-    {%- for sql in (statements[:-1] if supported else statements) -%}
-        {% call statement('cdc_write_' ~ loop.index) %}{{ sql }}{% endcall %}
-    {%- endfor -%}
+    {%- do cdc_lakehouse.cdc_run_writes(statements[:-1] if supported else statements) -%}
     {%- if supported -%}
         {{ return("/* iceberg commit properties: " ~ tojson(cdc_lakehouse.cdc_state_properties(value, run)) ~ " */\n" ~ statements[-1]) }}
     {%- endif -%}
     {{ return(cdc_lakehouse.cdc_watermark_sql(relation, value, run)) }}
+{% endmacro %}
+
+
+{#- Run `statements` (SQL writing a strategy's table), in order. -#}
+{% macro cdc_run_writes(statements) %}
+    {%- for sql in statements -%}
+        {% call statement('cdc_write_' ~ loop.index) %}{{ sql }}{% endcall %}
+    {%- endfor -%}
 {% endmacro %}
 
 
