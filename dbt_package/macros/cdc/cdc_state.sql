@@ -46,10 +46,8 @@
         {%- endif -%}
     {%- endfor -%}
     {%- if cdc_lakehouse.cdc_table_format() == 'iceberg' -%}
-        {%- set names = ['cdc.watermark'] -%}
-        {%- for name in ('invocation_id', 'kind', 'inserted', 'updated', 'deleted') -%}
-            {%- do names.append('cdc.run.' ~ name) -%}
-        {%- endfor -%}
+        {#- The names a run writes (cdc_state_properties), the watermark first. -#}
+        {%- set names = cdc_lakehouse.cdc_state_properties(none, {}) | list -%}
         {%- set committed = run_query(
             "select summary['" ~ names | join("'], summary['") ~ "'] from " ~ relation ~ ".snapshots"
             ~ " where summary['cdc.watermark'] is not null order by committed_at desc limit 1"

@@ -79,13 +79,14 @@ class SparkSessionAdapter(SparkAdapter):
             return super().list_relations_without_caching(schema_relation)
         credentials = self.config.credentials
         try:
-            rows = list_schema(session(credentials.server_side_parameters), schema_relation.schema)
+            spark = session(credentials.server_side_parameters)
+            rows = list_schema(spark, schema_relation.schema) or []
         except Exception as exc:
             detail = spark_error_detail(exc)
             schema = schema_relation.schema
             raise DbtRuntimeError(f"listing schema {schema} failed: {detail}") from exc
-        logger.debug(f"Listed {len(rows or [])} relations of {schema_relation.schema} (metastore)")
-        return self._build_spark_relation_list(rows or [], self._get_relation_information)
+        logger.debug(f"Listed {len(rows)} relations of {schema_relation.schema} (metastore)")
+        return self._build_spark_relation_list(rows, self._get_relation_information)
 
     @property
     def default_python_submission_method(self) -> str:
