@@ -203,7 +203,7 @@ sample: install-dev
 
 # The PostgreSQL oracle alone (part of `make test`); `make oracle SEEDS=50` is the slow mode.
 oracle: install-dev
-	CDC_ORACLE_SEEDS=$(or $(SEEDS),2) $(PYTEST) tests/python/test_oracle.py tests/python/test_oracle_ddl.py \
+	CDC_ORACLE_SEEDS=$(or $(SEEDS),1) $(PYTEST) tests/python/test_oracle.py tests/python/test_oracle_ddl.py \
 		tests/python/test_oracle_faults.py tests/python/test_type_map_oracle.py \
 		tests/python/test_public_databases.py
 
