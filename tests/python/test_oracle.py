@@ -8,7 +8,7 @@ Seeds: 1 by default (CI); `--oracle-seeds 50` or `CDC_ORACLE_SEEDS=50` for the s
 (see docs/testing.md, "The oracle"). Each seed covers all landing shapes: Debezium envelope with and
 without JsonConverter schemas, ExtractNewRecordState rows, and query-based JDBC-style rows;
 every other seed (1001, 1003, ...) lands the Debezium topics in three Kafka partitions. Every
-third seed (1002, 1005, ...) also runs the real pieces: Debezium's PostgreSQL connector in a
+third seed (1001, 1004, ...) also runs the real pieces: Debezium's PostgreSQL connector in a
 Kafka Connect worker, a Kafka broker, and the project's landing sink connector; what they land
 must equal, event for event, what the capture tool landed, and it is their landing that dbt
 builds. CI's seed (1001) is a history through Kafka Connect in three partitions; the history of
