@@ -131,7 +131,9 @@ def tier_of(item: pytest.Item) -> str:
 # collection order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
     # the 9965d24 run's seconds, less what a4de80a took out (the second oracle seed, a
-    # type-map phase, Delta's 10,000-task VACUUMs), until the next full run measures them
+    # type-map phase, Delta's 10,000-task VACUUMs). The 3982f3a run (docs/testing.md, on a
+    # machine about 2.4x slower) ranked them the same but for neighbours swapped and the
+    # Debezium samples (347 s) three places earlier
     "object-store": 398,
     "test_oracle_faults.py": 384,
     "test_pipeline_e2e.py": 332,
