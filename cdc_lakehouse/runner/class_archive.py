@@ -19,7 +19,6 @@ finds it missing or written by another JDK starts as it would without it (nothin
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,26 +27,34 @@ SELECTION = ["+dim_customers", "customers_history"]
 
 
 def write_archive(archive: Path) -> None:
+    """Run the build in this process, then end its JVM and wait for it: the JVM writes the
+    archive as it exits, seconds after the build is done."""
+    from dbt.cli.main import dbtRunner
+    from pyspark import SparkContext
+
     archive = archive.resolve()
     archive.unlink(missing_ok=True)
-    dbt = Path(sys.executable).with_name("dbt")
     with tempfile.TemporaryDirectory(prefix="cdc-class-archive-") as work:
+        lakehouse = Path(work) / "lakehouse"
+        lakehouse.mkdir()
         # the JDK warns of each class it cannot archive (the classes Spark generates): quiet
         dump = f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds*=error"
-        options = f"{os.environ.get('CDC_SPARK_JAVA_OPTIONS', '')} {dump}".strip()
-        env = {
-            **os.environ,
-            "CDC_LAKEHOUSE_DIR": str(Path(work) / "lakehouse"),
-            # this process writes the archive: it must not also read one
-            "CDC_SPARK_CLASS_ARCHIVE": "",
-            "CDC_SPARK_JAVA_OPTIONS": options,
-        }
-        work_options = ["--target-path", f"{work}/target", "--log-path", f"{work}/logs"]
-        subprocess.run(
-            [str(dbt), "build", "--quiet", "--select", *SELECTION, *work_options],
-            env=env,
-            check=True,
+        os.environ["CDC_SPARK_JAVA_OPTIONS"] = (
+            f"{os.environ.get('CDC_SPARK_JAVA_OPTIONS', '')} {dump}".strip()
         )
+        os.environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse)
+        os.environ["CDC_SPARK_CLASS_ARCHIVE"] = ""  # this JVM writes the archive, reads none
+        work_options = ["--target-path", f"{work}/target", "--log-path", f"{work}/logs"]
+        result = dbtRunner().invoke(["build", "--quiet", "--select", *SELECTION, *work_options])
+        if not result.success:
+            raise SystemExit(f"the build that writes the class archive failed: {result.exception}")
+        context, gateway = SparkContext._active_spark_context, SparkContext._gateway
+        if context is not None:
+            context.stop()
+        if gateway is not None:
+            gateway.shutdown()
+            gateway.proc.stdin.close()  # the JVM exits when its input closes (PySpark's gateway)
+            gateway.proc.wait(timeout=600)
     if not archive.exists():
         raise SystemExit(f"the JVM wrote no class archive at {archive}")
 
