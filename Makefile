@@ -128,7 +128,7 @@ dbt_packages/.installed: packages.yml $(VENV)/.installed-run
 
 # The class-data sharing archive every new dbt process's JVM maps its classes from (the
 # profile's driver options; cdc_lakehouse/runner/class_archive.py): written by a short build
-# of one sample table (about a minute), for this machine's JDK.
+# of one sample table (2.5-3 minutes on 2 cores), for this machine's JDK.
 jars/spark-classes.jsa: jars/.installed $(VENV)/.installed-run dbt_packages/.installed | system-java
 	$(BIN)/python -m cdc_lakehouse.runner.class_archive $@
 

@@ -8,8 +8,8 @@ maps classes from an archive written by an earlier run instead: this builds one 
 of the bundled sample (bronze, change log, silver, history, gold, their data tests) in a
 throwaway lakehouse with `-XX:ArchiveClassesAtExit`, and the profile's driver options read the
 archive (`-XX:SharedArchiveFile`, CDC_SPARK_CLASS_ARCHIVE). Measured on 2 cores, a new PySpark
-process creating an Iceberg session and running three statements: 25.3 s without, 15.9 s with
-(two runs each).
+process creating an Iceberg session and running three statements: 21.9-27.6 s without,
+13.3-16.6 s with (3 and 4 runs).
 
 The archive belongs to this machine's JDK build and to the jars it was written with: a JVM that
 finds it missing or written by another JDK starts as it would without it (nothing fails), and
