@@ -3,5 +3,5 @@
 changed        one run from a new process (cron): the tables whose landing files changed since the
                last successful run, and what depends on them; nothing landed, no dbt at all
 continuous     dbt in a loop in one process, its Spark session kept warm between runs
-class_archive  the JVM class archive new dbt processes start from (written by make install)
+class_archive  a JVM class archive new dbt processes can start from (opt-in, make class-archive)
 """
