@@ -21,6 +21,7 @@ help:
 	@echo "make cluster local Spark standalone cluster for the cluster target (make cluster-stop)"
 	@echo "make s3-jars Hadoop's s3a jars (jars/s3/) for an s3a:// landing zone or warehouse"
 	@echo "make peers   the peer comparison (Hudi, Spark AUTO CDC) on the sample (PUBLISH=1: to docs/)"
+	@echo "make class-archive  a JVM class archive for new dbt processes (opt-in: CDC_SPARK_CLASS_ARCHIVE=jars/spark-classes.jsa)"
 	@echo "make clean   remove the local lakehouse (.lakehouse/) and dbt target/"
 
 ## Environment -------------------------------------------------------------------------------
