@@ -1,7 +1,7 @@
 """Credentials and connection manager: dbt-spark's, renamed, with `method: session` as default,
 the method shown to macros (`target.method`), a sub-second poll interval for `method: thrift`,
-and, in the session, statements that commit with Iceberg snapshot properties
-(commit_properties.py)."""
+and, in the session, statements that run on the live session (no session builder per
+statement) and statements that commit with Iceberg snapshot properties (commit_properties.py)."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +12,9 @@ from dbt.adapters.spark.connections import (
     SparkConnectionMethod,
     SparkCredentials,
 )
-from dbt.adapters.spark.session import SessionConnectionWrapper
+from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
 from dbt.adapters.sparksession import commit_properties
+from dbt_common.exceptions import DbtRuntimeError
 
 
 @dataclass
@@ -48,9 +49,62 @@ class SparkSessionConnectionManager(SparkConnectionManager):
         return connection
 
 
+# Classes that pyspark (and this project's Python models) look up by their simple name through
+# py4j, registered with the session's JVM view: py4j resolves a simple name by trying it bare,
+# then the view's single-class imports, then each of pyspark's package imports in turn, and every
+# name that is not a class costs a lookup in every jar of the class path (a few hundred). In a
+# test process's builds the JVM spent about a tenth of its sampled time in those lookups
+# (`functions` behind every pyspark `col`/`expr`, `SparkSession$` behind every getOrCreate).
+_SIMPLE_NAMES = ("org.apache.spark.sql.functions", "org.apache.spark.sql.SparkSession$")
+
+
+class _LiveSessionCursor(Cursor):
+    """dbt-spark's session cursor, without a session builder per statement.
+
+    dbt-spark builds `SparkSession.builder.enableHiveSupport().config(...)` with every profile
+    setting and calls `getOrCreate()` for each statement; on a live session that is a py4j
+    lookup and the profile's settings applied again, a few milliseconds a statement and
+    thousands of statements a build. The first statement of the process still goes through
+    it (it creates the session from the profile); later ones run on that session."""
+
+    def execute(self, sql: str, *parameters: Any) -> None:
+        from pyspark.sql import SparkSession
+        from pyspark.sql.utils import AnalysisException
+
+        session = SparkSession._instantiatedSession  # what getOrCreate() would return
+        if session is None or session._sc._jsc is None:
+            super().execute(sql, *parameters)
+            _register_simple_names(SparkSession._instantiatedSession)
+            return
+        _register_simple_names(session)
+        if len(parameters) > 0:
+            sql = sql % parameters
+        try:
+            self._df = session.sql(sql)
+        except AnalysisException as exc:
+            raise DbtRuntimeError(str(exc)) from exc
+
+
+_registered: list[Any] = [None]  # the session whose JVM view has _SIMPLE_NAMES
+
+
+def _register_simple_names(session: Any) -> None:
+    if session is None or _registered[0] is session:
+        return
+    from py4j.java_gateway import java_import
+
+    for name in _SIMPLE_NAMES:
+        java_import(session._jvm, name)
+    _registered[0] = session
+
+
 class CommittingSessionConnectionWrapper(SessionConnectionWrapper):
-    """dbt-spark's session connection; a statement that asks for Iceberg commit properties
-    runs inside them."""
+    """dbt-spark's session connection, on the live session (`_LiveSessionCursor`); a statement
+    that asks for Iceberg commit properties runs inside them."""
+
+    def cursor(self) -> "CommittingSessionConnectionWrapper":
+        self._cursor = _LiveSessionCursor(server_side_parameters=self.handle.server_side_parameters)
+        return self
 
     def execute(self, sql: str, bindings: list[Any] | None = None) -> None:
         properties = commit_properties.requested(sql)
