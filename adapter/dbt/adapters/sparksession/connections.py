@@ -52,9 +52,10 @@ class SparkSessionConnectionManager(SparkConnectionManager):
 # Classes that pyspark (and this project's Python models) look up by their simple name through
 # py4j, registered with the session's JVM view: py4j resolves a simple name by trying it bare,
 # then the view's single-class imports, then each of pyspark's package imports in turn, and every
-# name that is not a class costs a lookup in every jar of the class path (a few hundred). In a
-# test process's builds the JVM spent about a tenth of its sampled time in those lookups
-# (`functions` behind every pyspark `col`/`expr`, `SparkSession$` behind every getOrCreate).
+# name that is not a class costs a lookup in every jar of the class path (a few hundred). In
+# the test processes' builds the JVM spent 3.6-5.2% of its sampled time resolving py4j names
+# (docs/testing.md, "Where the time goes"): `functions` behind every pyspark `col`/`expr`,
+# `SparkSession$` behind every getOrCreate.
 _SIMPLE_NAMES = ("org.apache.spark.sql.functions", "org.apache.spark.sql.SparkSession$")
 
 
