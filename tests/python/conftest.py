@@ -130,25 +130,23 @@ def tier_of(item: pytest.Item) -> str:
 # run (docs/testing.md, "Tests"), each beside another on the 2 cores: xdist hands groups out in
 # collection order, so a long group started last would leave one process idle at the end.
 LONG_GROUPS = {
-    # the 9965d24 run's seconds, less what a4de80a took out (the second oracle seed, a
-    # type-map phase, Delta's 10,000-task VACUUMs). The 3982f3a run (docs/testing.md, on a
-    # machine about 2.4x slower) ranked them the same but for neighbours swapped and the
-    # Debezium samples (347 s) three places earlier
-    "object-store": 398,
-    "test_oracle_faults.py": 384,
-    "test_pipeline_e2e.py": 332,
-    "test_type_map_oracle.py": 320,
-    "test_table_formats.py:delta": 290,
-    "test_peers.py": 277,
-    "test_oracle.py": 250,
-    "test_table_formats.py:hudi": 214,
-    "test_oracle_ddl.py": 174,
-    "test_benchmarks.py": 161,
-    "test_schema_changes.py": 136,
-    "empty-lakehouse": 125,
-    "test_debezium_samples_e2e.py": 115,
-    "test_public_databases.py": 100,
-    "test_decode.py": 62,
+    # the afce29b run's seconds (the clean-clone run docs/testing.md gives); the runs before
+    # ranked them the same but for neighbours swapped
+    "test_oracle_faults.py": 739,
+    "object-store": 695,
+    "test_table_formats.py:delta": 533,
+    "test_type_map_oracle.py": 466,
+    "test_peers.py": 461,
+    "test_pipeline_e2e.py": 458,
+    "test_oracle.py": 453,
+    "test_oracle_ddl.py": 398,
+    "test_table_formats.py:hudi": 390,
+    "test_schema_changes.py": 274,
+    "test_benchmarks.py": 270,
+    "test_debezium_samples_e2e.py": 252,
+    "empty-lakehouse": 194,
+    "test_public_databases.py": 181,
+    "test_decode.py": 122,
 }
 
 

@@ -23,10 +23,12 @@
     {% do adapter.execute(cdc_lakehouse.cdc_run_audit_ddl(audit), fetch=false) %}
 
     {%- set rows = [] -%}
-    {%- set lines = [] -%}
     {%- for result in silver -%}
-        {%- set row = cdc_lakehouse.cdc_run_audit_row(result, audit) -%}
-        {%- do rows.append(row) -%}
+        {%- do rows.append(cdc_lakehouse.cdc_run_audit_row(result)) -%}
+    {%- endfor -%}
+    {%- do cdc_lakehouse.cdc_run_audit_counts(rows, audit) -%}
+    {%- set lines = [] -%}
+    {%- for row in rows -%}
         {%- do lines.append(cdc_lakehouse.cdc_run_audit_line(row)) -%}
     {%- endfor -%}
     {% do adapter.execute(cdc_lakehouse.cdc_run_audit_insert(audit, rows), fetch=false) %}
@@ -66,14 +68,17 @@
 {% endmacro %}
 
 
-{#- The audit row of one silver model's result, as a dict of SQL literals and display values. -#}
-{% macro cdc_run_audit_row(result, audit) %}
+{#- The audit row of one silver model's result, as a dict of SQL literals and display values;
+    its counts come from cdc_run_audit_counts. -#}
+{% macro cdc_run_audit_row(result) %}
     {%- set node = result.node -%}
     {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias, type='table') -%}
+    {%- set changes, bronze = cdc_lakehouse.cdc_run_audit_upstream(node) -%}
     {%- set row = {
         'model': node.name, 'relation': relation | string, 'status': result.status | string,
         'kind': none, 'events': none, 'inserted': none, 'updated': none, 'deleted': none,
         'rejected': none, 'watermark': none, 'seq': none, 'newest': none,
+        'changes': changes, 'bronze': bronze,
     } -%}
     {%- if row.status != 'success' -%}
         {{ return(row) }}
@@ -91,41 +96,75 @@
         {%- do row.update({'kind': 'no-op', 'inserted': 0, 'updated': 0, 'deleted': 0}) -%}
     {%- endif -%}
     {%- do row.update({'watermark': properties.get('cdc.watermark')}) -%}
-
-    {#- Events read: the change log between the previous audited watermark and this one. -#}
-    {%- set previous = run_query(
-        "select cast(loaded_watermark as string), cast(applied_seq as string), cast(newest_source_ts as string)"
-        ~ " from " ~ audit ~ " where relation_name = '" ~ row.relation ~ "' and status = 'success'"
-        ~ " order by recorded_at desc limit 1"
-    ).rows -%}
-    {%- set previous = previous[0] if previous | length > 0 else [none, none, none] -%}
-    {%- set changes, bronze = cdc_lakehouse.cdc_run_audit_upstream(node) -%}
-    {%- if row.kind == 'no-op' and previous[0] is not none -%}
-        {%- do row.update({'events': 0, 'seq': previous[1], 'newest': previous[2]}) -%}
-    {%- else -%}
-    {%- set lower = none if row.kind in ('full', 'no-op') else previous[0] -%}
-    {%- set window = run_query(
-        "select count(*), cast(max(_cdc_seq) as string), cast(max(_cdc_source_ts) as string)"
-        ~ " from " ~ changes
-        ~ " where _cdc_loaded_at <= timestamp'" ~ (row.watermark or '1970-01-01 00:00:00') ~ "'"
-        ~ (" and _cdc_loaded_at > timestamp'" ~ lower ~ "'" if lower else "")
-    ).rows[0] -%}
-    {%- do row.update({
-        'events': 0 if row.kind == 'no-op' else window[0],
-        'seq': window[1] or previous[1],
-        'newest': window[2] or previous[2],
-    }) -%}
-    {%- endif -%}
-
-    {#- Lines rejected while flattening in this run. -#}
-    {%- if bronze is not none -%}
-        {%- set rejected = run_query(
-            "select count(*) from " ~ bronze ~ " where _cdc_reject_reason is not null"
-            ~ " and _cdc_loaded_at >= timestamp'" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'"
-        ).rows[0][0] -%}
-        {%- do row.update({'rejected': rejected}) -%}
-    {%- endif -%}
     {{ return(row) }}
+{% endmacro %}
+
+
+{#- The counts of the audit rows (cdc_run_audit_row) of successful models, in two queries for
+    all of them (a query per table and count cost two seconds of a no-op run of the sample):
+    the previous audited row of each table, then the events read (the change log between the
+    previous audited watermark and this one) and the lines rejected while flattening in this
+    run. Updates the rows in place. -#}
+{% macro cdc_run_audit_counts(rows, audit) %}
+    {%- set done = rows | selectattr('status', 'equalto', 'success') | list -%}
+    {%- if not done -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set names = [] -%}
+    {%- for row in done -%}
+        {%- do names.append("'" ~ row.relation ~ "'") -%}
+    {%- endfor -%}
+    {%- set previous = {} -%}
+    {%- for found in run_query(
+        "select relation_name, cast(loaded_watermark as string), cast(applied_seq as string),"
+        ~ " cast(newest_source_ts as string)"
+        ~ " from (select *, row_number() over (partition by relation_name order by recorded_at desc) as newest_first"
+        ~ " from " ~ audit ~ " where relation_name in (" ~ names | join(', ') ~ ") and status = 'success')"
+        ~ " where newest_first = 1"
+    ).rows -%}
+        {%- do previous.update({found[0]: [found[1], found[2], found[3]]}) -%}
+    {%- endfor -%}
+
+    {#- One branch per count: (row, 'window' or 'rejected', count, max seq, newest source ts). -#}
+    {%- set branches = [] -%}
+    {%- for row in done -%}
+        {%- set before = previous.get(row.relation, [none, none, none]) -%}
+        {%- if row.kind == 'no-op' and before[0] is not none -%}
+            {%- do row.update({'events': 0, 'seq': before[1], 'newest': before[2]}) -%}
+        {%- else -%}
+            {%- set lower = none if row.kind in ('full', 'no-op') else before[0] -%}
+            {%- do row.update({'seq': before[1], 'newest': before[2]}) -%}
+            {%- do branches.append(
+                "select " ~ loop.index0 ~ " as position, 'window' as measure, count(*) as n,"
+                ~ " cast(max(_cdc_seq) as string) as seq, cast(max(_cdc_source_ts) as string) as newest"
+                ~ " from " ~ row.changes
+                ~ " where _cdc_loaded_at <= timestamp'" ~ (row.watermark or '1970-01-01 00:00:00') ~ "'"
+                ~ (" and _cdc_loaded_at > timestamp'" ~ lower ~ "'" if lower else "")
+            ) -%}
+        {%- endif -%}
+        {%- if row.bronze is not none -%}
+            {%- do branches.append(
+                "select " ~ loop.index0 ~ " as position, 'rejected' as measure, count(*) as n,"
+                ~ " cast(null as string) as seq, cast(null as string) as newest"
+                ~ " from " ~ row.bronze ~ " where _cdc_reject_reason is not null"
+                ~ " and _cdc_loaded_at >= timestamp'" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "'"
+            ) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if branches -%}
+        {%- for found in run_query(branches | join('\nunion all\n')).rows -%}
+            {%- set row = done[found[0] | int] -%}
+            {%- if found[1] == 'rejected' -%}
+                {%- do row.update({'rejected': found[2]}) -%}
+            {%- else -%}
+                {%- do row.update({
+                    'events': 0 if row.kind == 'no-op' else found[2],
+                    'seq': found[3] or row.seq,
+                    'newest': found[4] or row.newest,
+                }) -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
 {% endmacro %}
 
 
@@ -187,9 +226,10 @@
     {%- endfor -%}
     {%- set lag = '-' -%}
     {%- if row.newest -%}
-        {%- set seconds = run_query(
-            "select unix_timestamp(current_timestamp()) - unix_timestamp(timestamp'" ~ row.newest ~ "')"
-        ).rows[0][0] | int -%}
+        {#- The session's time zone is UTC (profiles.yml): the text is a UTC time. -#}
+        {%- set utc = modules.pytz.utc -%}
+        {%- set newest = modules.datetime.datetime.fromisoformat(row.newest).replace(tzinfo=utc) -%}
+        {%- set seconds = (modules.datetime.datetime.now(utc) - newest).total_seconds() | int -%}
         {%- set lag = '{}d {:02d}h{:02d}m'.format(seconds // 86400, (seconds % 86400) // 3600, (seconds % 3600) // 60)
             if seconds >= 86400 else '{:02d}h{:02d}m{:02d}s'.format(seconds // 3600, (seconds % 3600) // 60, seconds % 60) -%}
     {%- endif -%}

@@ -1,22 +1,32 @@
 {#
   on-run-end hook: print the tables this run built in silver and gold with their row counts,
-  so `make run` ends with what was built. Takes dbt's `results`.
+  so `make run` ends with what was built. Takes dbt's `results`. The counts are one query (a
+  `union all` of the tables' counts): a statement per table cost a second of a no-op run of the
+  sample's 15 tables.
 #}
 {% macro cdc_run_summary(results) %}
     {%- if not execute or flags.WHICH not in ('build', 'run') -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set lines = [] -%}
+    {%- set relations = [] -%}
     {%- for result in results -%}
         {%- set node = result.node -%}
         {%- if node.resource_type == 'model' and result.status == 'success' and node.schema in ('silver', 'gold') -%}
-            {%- set relation = api.Relation.create(schema=node.schema, identifier=node.alias) -%}
-            {%- set count = run_query('select count(*) from ' ~ relation).rows[0][0] -%}
-            {%- do lines.append('  ' ~ (relation | string).ljust(36) ~ ('{:>10,}'.format(count)) ~ ' rows') -%}
+            {%- do relations.append(api.Relation.create(schema=node.schema, identifier=node.alias)) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- if lines -%}
-        {{ print('\nBuilt in the lakehouse:\n' ~ (lines | join('\n'))) }}
+    {%- if not relations -%}
+        {{ return('') }}
     {%- endif -%}
+    {%- set counts = [] -%}
+    {%- for relation in relations -%}
+        {%- do counts.append('select ' ~ loop.index0 ~ ' as position, count(*) as n from ' ~ relation) -%}
+    {%- endfor -%}
+    {%- set rows = run_query(counts | join('\nunion all\n')).rows -%}
+    {%- set lines = [] -%}
+    {%- for row in rows | sort(attribute=0) -%}
+        {%- do lines.append('  ' ~ (relations[row[0] | int] | string).ljust(36) ~ ('{:>10,}'.format(row[1])) ~ ' rows') -%}
+    {%- endfor -%}
+    {{ print('\nBuilt in the lakehouse:\n' ~ (lines | join('\n'))) }}
     {{ return('') }}
 {% endmacro %}
