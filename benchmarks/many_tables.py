@@ -31,6 +31,7 @@ import yaml
 
 from benchmarks.measure import run_measured
 from cdc_lakehouse.capture import run_capture_subprocess
+from cdc_lakehouse.export import read_export
 from devstack.pg import TemporaryPostgres
 from devstack.project import make_project as make_dbt_project
 from sample.generator.northwind import canonical_value
@@ -228,20 +229,19 @@ def compare(pg: TemporaryPostgres, export_dirs: list[Path], count: int) -> list[
                 canon = {c: canonical_value(types[c], v) for c, v in zip(names, row, strict=True)}
                 expected[tuple(canon[k] for k in shape["key"])] = canon
             actual = {}
-            folders = [d / f"silver.{name}" for d in export_dirs if (d / f"silver.{name}").is_dir()]
-            if not folders:
+            exports = [read_export(d, f"silver.{name}") for d in export_dirs]
+            rows = next((found for found in exports if found is not None), None)
+            if rows is None:
                 problems.append(f"{name}: never exported")
                 continue
-            for part in sorted(folders[0].glob("part-*")):
-                for line in part.read_text().splitlines():
-                    row = json.loads(line)
-                    canon = {}
-                    for column, pg_type in types.items():
-                        value = row.get(column)
-                        if value is not None and pg_type.endswith("[]") and isinstance(value, str):
-                            value = json.loads(value)
-                        canon[column] = canonical_value(pg_type, value)
-                    actual[tuple(canon[k] for k in shape["key"])] = canon
+            for row in rows:
+                canon = {}
+                for column, pg_type in types.items():
+                    value = row.get(column)
+                    if value is not None and pg_type.endswith("[]") and isinstance(value, str):
+                        value = json.loads(value)
+                    canon[column] = canonical_value(pg_type, value)
+                actual[tuple(canon[k] for k in shape["key"])] = canon
             for key in sorted(set(expected) ^ set(actual), key=str):
                 side = "PostgreSQL" if key in expected else "the lake"
                 problems.append(f"{name} {key}: only in {side}")

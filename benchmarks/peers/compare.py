@@ -14,6 +14,7 @@ from typing import Any
 from benchmarks.peers.events import CASES
 from benchmarks.peers.ours import lakehouse_of
 from benchmarks.peers.plan import DELIVERIES, REPO
+from cdc_lakehouse.export import read_export
 from sample.generator import northwind
 
 ENGINES = {
@@ -52,9 +53,7 @@ def _json_lines(paths: list[Path]) -> list[dict[str, Any]]:
 
 def engine_rows(out: Path, engine: str, delivery: str, table: str) -> list[dict[str, Any]] | None:
     if engine == "ours":
-        folder = lakehouse_of(out, delivery) / "export" / f"silver.{table}"
-        parts = sorted(folder.glob("part-*")) if folder.is_dir() else []
-        return _json_lines(parts) if parts else None
+        return read_export(lakehouse_of(out, delivery) / "export", f"silver.{table}")
     path = out / engine / delivery / f"{table}.jsonl"
     return _json_lines([path]) if path.exists() else None
 

@@ -45,6 +45,7 @@ from benchmarks.peers.auto_cdc import results_folder
 from benchmarks.peers.events import CASES
 from benchmarks.peers.ours import lakehouse_of
 from benchmarks.peers.plan import DELIVERIES, TOAST_PLACEHOLDER, json_value, read_plan
+from cdc_lakehouse.export import read_export
 from sample.generator import northwind
 
 ENGINES = {"ours": "cdc-lakehouse history", "auto_cdc": "Spark AUTO CDC, SCD type 2"}
@@ -176,12 +177,11 @@ def engine_histories(
         return None if value is None else int(value)
 
     if engine == "ours":
-        folder = lakehouse_of(out, delivery) / "export" / f"silver.{table.name}_history"
-        parts = sorted(folder.glob("part-*")) if folder.is_dir() else []
-        if not parts:
+        rows = read_export(lakehouse_of(out, delivery) / "export", f"silver.{table.name}_history")
+        if not rows:
             return None
         return _histories(
-            table, tracked, _json_lines(parts),
+            table, tracked, rows,
             start=lambda r: number(r["_cdc_valid_from_seq"]),
             end=lambda r: number(r["_cdc_valid_to_seq"]),
             deleted=lambda r: bool(r["_cdc_is_deleted"]),

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cdc_lakehouse import export
 from cdc_lakehouse.bronze.extracts import MANIFEST
 from sample.generator import northwind, pagila
 
@@ -408,12 +409,14 @@ def copy_landing(destination: Path, files: Iterable[Path] | None = None) -> Path
 
 def read_export(export_dir: Path, relation: str) -> list[dict[str, Any]]:
     """Rows of one table written by the `cdc_export` on-run-end hook."""
-    folder = export_dir / relation
-    assert folder.is_dir(), f"{relation} was not exported to {export_dir}"
-    rows = []
-    for part in sorted(folder.glob("part-*")):
-        rows.extend(json.loads(line) for line in part.read_text().splitlines() if line)
+    rows = export.read_export(export_dir, relation)
+    assert rows is not None, f"{relation} was not exported to {export_dir}"
     return rows
+
+
+def exported(export_dir: Path) -> list[str]:
+    """The relations (`schema.table`) the `cdc_export` hook wrote to `export_dir`."""
+    return export.exported(export_dir)
 
 
 def column_types(export_dir: Path, relation: str) -> dict[str, str]:

@@ -43,6 +43,7 @@ from lakehouse import (
     SAMPLE_TABLES,
     diff_states,
     expected_state,
+    exported,
     lake_state,
     read_export,
     run_dbt,
@@ -161,11 +162,9 @@ def exported_tables(export_dir: Path) -> dict[str, list[dict]]:
     """Every exported lake table, rows sorted, for table-by-table equality (not the run audit,
     whose rows name the run)."""
     return {
-        folder.name: sorted(
-            read_export(export_dir, folder.name), key=lambda r: json.dumps(r, sort_keys=True)
-        )
-        for folder in sorted(p for p in export_dir.iterdir() if p.is_dir())
-        if not folder.name.startswith("audit.") and folder.name != "cdc.types"
+        name: sorted(read_export(export_dir, name), key=lambda r: json.dumps(r, sort_keys=True))
+        for name in exported(export_dir)
+        if not name.startswith("audit.") and name != "cdc.types"
     }
 
 

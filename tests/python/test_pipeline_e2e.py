@@ -28,6 +28,7 @@ from lakehouse import (
     copy_landing,
     diff_states,
     expected_state,
+    exported,
     first_and_last_files,
     lake_state,
     read_export,
@@ -68,11 +69,11 @@ def all_rows(export_dir: Path) -> dict[str, list[dict]]:
     """Every exported lake table, rows sorted, for whole-lake equality checks (not the run
     audit, whose rows name the run)."""
     tables = {}
-    for folder in sorted(p for p in export_dir.iterdir() if p.is_dir()):
-        if folder.name.startswith("audit."):
+    for name in exported(export_dir):
+        if name.startswith("audit."):
             continue
-        rows = read_export(export_dir, folder.name)
-        tables[folder.name] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+        rows = read_export(export_dir, name)
+        tables[name] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
     return tables
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 from lakehouse import (
     copy_landing,
+    exported,
     first_and_last_files,
     history_state_problems,
     read_export,
@@ -176,11 +177,9 @@ def lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def lake_rows(export_dir: Path) -> dict[str, list[dict]]:
     """Silver and gold rows (not bronze, which keeps every landed line, nor the run audit)."""
     return {
-        folder.name: sorted(
-            read_export(export_dir, folder.name), key=lambda r: json.dumps(r, sort_keys=True)
-        )
-        for folder in sorted(p for p in export_dir.iterdir() if p.is_dir())
-        if not folder.name.startswith(("audit.", "bronze.", "cdc."))
+        name: sorted(read_export(export_dir, name), key=lambda r: json.dumps(r, sort_keys=True))
+        for name in exported(export_dir)
+        if not name.startswith(("audit.", "bronze.", "cdc."))
     }
 
 
