@@ -35,12 +35,6 @@ def _read(parts: tuple[tuple[str, int, int], ...]) -> dict[str, list[dict[str, A
     return tables
 
 
-def read_all(export_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every exported relation's rows (a table exported empty has none; `cdc.types` and the run
-    audit's `audit.cdc_run_audit` too), in the order written; {} when nothing was exported."""
-    return {name: [dict(row) for row in rows] for name, rows in _read(_parts(export_dir)).items()}
-
-
 def exported(export_dir: Path) -> list[str]:
     """The names (`schema.table`) of the relations exported to `export_dir`, sorted."""
     return sorted(_read(_parts(export_dir)))
