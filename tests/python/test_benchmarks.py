@@ -12,6 +12,7 @@ rows and checksums. No timing is asserted: figures come from the suite (docs/ben
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,9 @@ def test_tiny_benchmark_suite_agrees_with_references(tmp_path: Path) -> None:
         "--only", "initial,incremental,noop", "--references", "duckdb,spark-merge",
         "--work", str(tmp_path / "work"), "--out", str(out),
     ]  # fmt: skip
-    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    # Compiled query code, as production runs (conftest.py turns it off for the other tests).
+    env = {**os.environ, "CDC_SPARK_CODEGEN": "true"}
+    run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
 
     results = json.loads((out / "results.json").read_text())

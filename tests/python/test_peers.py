@@ -15,6 +15,7 @@ drift from what the engines do (a new Hudi or Spark that fixes a case makes this
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -34,6 +35,8 @@ def comparison(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.peers", "--out", str(out), "--delivery", DELIVERY],
         cwd=REPO,
+        # compiled query code, as production runs (conftest.py turns it off for the other tests)
+        env={**os.environ, "CDC_SPARK_CODEGEN": "true"},
         capture_output=True,
         text=True,
         timeout=1200,
