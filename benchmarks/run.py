@@ -109,6 +109,8 @@ def machine() -> dict[str, Any]:
         # JVM options added to the profile's (profiles/profiles.yml): figures are comparable
         # only between runs with the same ones.
         "spark_java_options": os.environ.get("CDC_SPARK_JAVA_OPTIONS", ""),
+        # compiled or interpreted queries (CDC_SPARK_CODEGEN, the profile): the same
+        "spark_codegen": os.environ.get("CDC_SPARK_CODEGEN", "true"),
     }
 
 
