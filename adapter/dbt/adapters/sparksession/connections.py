@@ -3,6 +3,8 @@ the method shown to macros (`target.method`), a sub-second poll interval for `me
 and, in the session, statements that run on the live session (no session builder per
 statement) and statements that commit with Iceberg snapshot properties (commit_properties.py)."""
 
+import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +57,40 @@ class SparkSessionConnectionManager(SparkConnectionManager):
 # name that is not a class costs a lookup in every jar of the class path (a few hundred). In
 # the test processes' builds the JVM spent 3.6-5.2% of its sampled time resolving py4j names
 # (docs/testing.md, "Where the time goes"): `functions` behind every pyspark `col`/`expr`,
-# `SparkSession$` behind every getOrCreate.
-_SIMPLE_NAMES = ("org.apache.spark.sql.functions", "org.apache.spark.sql.SparkSession$")
+# `SparkSession$` behind every getOrCreate; `PythonUtils` behind every column list pyspark hands
+# the JVM (2,118 lookups in the four builds of `python -m benchmarks.build_cpu`, each missing
+# twice before pyspark's `org.apache.spark.api.python` import), and the classes behind each
+# DataFrame created from Python rows (`createDataFrame`: `PythonRDD`, `SerDeUtil`,
+# `SimplePythonFunction`, 57-114 lookups each).
+_SIMPLE_NAMES = (
+    "org.apache.spark.sql.functions",
+    "org.apache.spark.sql.SparkSession$",
+    "org.apache.spark.api.python.PythonUtils",
+    "org.apache.spark.api.python.PythonRDD",
+    "org.apache.spark.api.python.SerDeUtil",
+    "org.apache.spark.api.python.SimplePythonFunction",
+)
+
+
+# The call site Spark records for every job and RDD (the Spark UI's "Description" and the event
+# log): unless the thread has set one, Spark walks the JVM stack to find the caller, for every
+# RDD and job; from Python that frame is py4j's reflection (`NativeMethodAccessorImpl.java:0`),
+# of no use to anyone. The node dbt runs (the `node_id` of dbt's query comment) is set instead,
+# once per node and thread: jobs are named after their model, and the walks are gone (2.4% of
+# the driver's sampled CPU in an incremental build of the sample; docs/benchmarks.md).
+_NODE_ID = re.compile(r'"node_id": "([^"]+)"')
+_call_site = threading.local()
+
+
+def _set_call_site(session: Any, sql: str) -> None:
+    found = _NODE_ID.search(sql, 0, 600)
+    site = found.group(1) if found else "dbt"
+    if getattr(_call_site, "value", None) == site:
+        return
+    context = session.sparkContext
+    context.setLocalProperty("callSite.short", site)
+    context.setLocalProperty("callSite.long", site)
+    _call_site.value = site
 
 
 class _LiveSessionCursor(Cursor):
@@ -78,6 +112,7 @@ class _LiveSessionCursor(Cursor):
             _register_simple_names(SparkSession._instantiatedSession)
             return
         _register_simple_names(session)
+        _set_call_site(session, sql)
         if len(parameters) > 0:
             sql = sql % parameters
         try:
