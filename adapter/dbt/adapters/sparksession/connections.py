@@ -76,8 +76,9 @@ _SIMPLE_NAMES = (
 # log): unless the thread has set one, Spark walks the JVM stack to find the caller, for every
 # RDD and job; from Python that frame is py4j's reflection (`NativeMethodAccessorImpl.java:0`),
 # of no use to anyone. The node dbt runs (the `node_id` of dbt's query comment) is set instead,
-# once per node and thread: jobs are named after their model, and the walks are gone (2.4% of
-# the driver's sampled CPU in an incremental build of the sample; docs/benchmarks.md).
+# once per node and thread: jobs are named after their model, and most walks are gone (2.4% of
+# the driver's sampled CPU in an incremental build of the sample, then 1.0%: threads that never
+# ran a statement here still walk; docs/benchmarks.md).
 _NODE_ID = re.compile(r'"node_id": "([^"]+)"')
 _call_site = threading.local()
 
