@@ -1,7 +1,7 @@
 """Where the CPU of small incremental builds goes: dbt's Python against the Spark JVM, per build.
 
-    python -m benchmarks.build_cpu --lakehouse /tmp/cpu
-    python -m benchmarks.build_cpu --lakehouse /tmp/cpu --jfr /tmp/cpu.jfr   # and a JVM profile
+    python -m benchmarks.build_cpu --lakehouse bench_data/cpu
+    python -m benchmarks.build_cpu --lakehouse bench_data/cpu --jfr bench_data/cpu.jfr
 
 The bundled sample's landing files arrive in thirds (each topic's, each outbox folder's and each
 table's extracts, in name order): the first third is built from empty, the second incrementally
@@ -9,7 +9,7 @@ table's extracts, in name order): the first third is built from empty, the secon
 in this process, as the tests' long-lived dbt process and `cdc_lakehouse.continuous` run them,
 with the tests' settings unless the environment says otherwise (the JIT's first tier,
 interpreted queries: tests/python/conftest.py). Prints, per build, wall seconds, the machine's
-CPU seconds (/proc/stat: run it on an idle machine) and those of this process (Python) and of
+busy CPU seconds (/proc/stat: run it on an idle machine) and those of this process (Python) and of
 its JVM. With `--jfr`, Java Flight Recorder samples the JVM from its start and the recording is
 written when the builds are done; `jfr print --events jdk.ExecutionSample` reads it, and each
 build's start and end are in `<lakehouse>/logs/dbt.log`.
@@ -25,6 +25,8 @@ import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from benchmarks.measure import child_pids, machine_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "landing"
@@ -57,30 +59,13 @@ def deliver(groups: dict[tuple[str, ...], list[Path]], landing: Path, third: int
                 shutil.copy2(source, target)
 
 
-def machine_cpu() -> float:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:4]
-    return sum(map(int, fields)) / os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: str) -> float:
+def process_cpu(pid: int | str) -> float:
+    """CPU seconds (user and system) a process has used so far; 0 once it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children() -> list[str]:
-    """This process's child processes (the Spark driver's JVM)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-        except OSError:
-            continue
-        if parent == str(os.getpid()):
-            found.append(pid)
-    return found
 
 
 def main() -> None:
@@ -90,6 +75,7 @@ def main() -> None:
     args = parser.parse_args()
 
     lakehouse = args.lakehouse.resolve()
+    recording = args.jfr.resolve() if args.jfr else None  # before the chdir below
     shutil.rmtree(lakehouse, ignore_errors=True)
     lakehouse.mkdir(parents=True)
     os.environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse)
@@ -97,7 +83,7 @@ def main() -> None:
     first_tier = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
     os.environ.setdefault("CDC_SPARK_JAVA_OPTIONS", first_tier)
     os.environ.setdefault("CDC_SPARK_CODEGEN", "false")
-    if args.jfr:
+    if recording:
         os.environ["CDC_SPARK_JAVA_OPTIONS"] += " -XX:StartFlightRecording=settings=profile"
     os.chdir(REPO)
 
@@ -120,20 +106,20 @@ def main() -> None:
     for name, third, exclude in steps:
         if third is not None:
             deliver(groups, landing, third)
-        jvms = children()
+        jvms = child_pids(os.getpid())
         started, cpu = time.monotonic(), machine_cpu()
         python, jvm = process_cpu("self"), sum(map(process_cpu, jvms))
         result = dbtRunner().invoke(["build", *exclude, *common])
-        jvms = jvms or children()  # the JVM starts with the first build
+        jvms = jvms or child_pids(os.getpid())  # the JVM starts with the first build
         print(
             f"{name:38s} {time.monotonic() - started:7.1f} {machine_cpu() - cpu:7.1f} "
             f"{process_cpu('self') - python:7.1f} {sum(map(process_cpu, jvms)) - jvm:7.1f}"
             + ("" if result.success else "  FAILED"),
             flush=True,
         )
-    if args.jfr:
-        for pid in children():
-            subprocess.run(["jcmd", pid, "JFR.dump", f"filename={args.jfr.resolve()}"], check=False)
+    if recording:
+        for pid in child_pids(os.getpid()):
+            subprocess.run(["jcmd", str(pid), "JFR.dump", f"filename={recording}"], check=False)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.measure import run_measured
+from benchmarks.measure import machine_cpu, run_measured
 from cdc_lakehouse.capture import run_capture_subprocess
 from cdc_lakehouse.export import read_export
 from devstack.pg import TemporaryPostgres
@@ -187,27 +187,17 @@ def make_project(folder: Path) -> Path:
     return make_dbt_project(folder, config=config)
 
 
-def _machine_cpu() -> float:
-    """CPU seconds the whole machine has spent busy (every core, /proc/stat): the dbt process
-    and the Spark JVM it starts, which dbt does not wait for (so no rusage sees it). Exact only
-    while nothing else runs."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    ticks = [int(f) for f in fields]
-    idle = ticks[3] + ticks[4]
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def run(
     cmd: list[str], cwd: Path, env: dict[str, str], what: str, digits: int = 1
 ) -> dict[str, Any]:
-    cpu = _machine_cpu()
+    cpu = machine_cpu()
     result = run_measured(cmd, cwd=cwd, env=env, timeout=7200)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-60:])
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{tail}")
     figures = {
         "wall_seconds": round(result.seconds, digits),
-        "machine_cpu_seconds": round(_machine_cpu() - cpu, 1),
+        "machine_cpu_seconds": round(machine_cpu() - cpu, 1),
         "peak_total_rss_mib": result.memory()["peak_total_rss_mib"],
     }
     print(f"{what}: {figures}", flush=True)

@@ -54,6 +54,21 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` started and that still run (the Spark JVM of a dbt process)."""
+    return _children().get(pid, [])
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat): the dbt process
+    and the Spark JVM it starts, which dbt does not wait for (so no rusage sees it). Exact only
+    while nothing else runs."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _tree(root: int) -> list[int]:
     children = _children()
     found, todo = [], [root]
