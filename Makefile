@@ -180,11 +180,12 @@ format: install-dev
 # or files that share a scenario: tests/python/conftest.py), so module and shared fixtures,
 # lakehouses and PostgreSQL instances, are built once; the longest groups start first
 # (conftest's LONG_GROUPS). TEST_PROCESSES=0 runs them in this process. Every test's seconds
-# go to artifacts/junit.xml (where LONG_GROUPS' figures come from).
+# go to artifacts/junit.xml (where LONG_GROUPS' figures come from); `make test` also prints the
+# machine's speed at its start and end (CDC_MACHINE_GAUGE, benchmarks/gauge.py).
 TEST_PROCESSES ?= 2
 PYTEST := pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder --junitxml=artifacts/junit.xml
 test: install-dev lint
-	$(PYTEST)
+	CDC_MACHINE_GAUGE=1 $(PYTEST)
 
 # A developer's loop: lint, then the `unit` and `dbt` tiers (no JVM; Spark sessions and small
 # dbt lakehouses: the decoder, layouts, registry, snapshot-diff deletes, Parquet and Avro

@@ -97,11 +97,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("public_database", cases, ids=[f"{d}-seed{s}" for d, s in cases])
 
 
+# The machine's speed at the start and the end of the run (benchmarks/gauge.py: work none of the
+# project's code takes part in, about 10 s each), printed beside the oracle's figures when
+# CDC_MACHINE_GAUGE=1 (`make test` sets it): the shared 2-core machine's speed moves from day
+# to day, and a suite's minutes compare only beside it.
+GAUGE: dict[str, float] = {}
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     from oracle import REPORT
 
     # Under pytest-xdist (make test) the controller starts the report; its workers append to it.
     if not hasattr(session.config, "workerinput"):
+        if os.environ.get("CDC_MACHINE_GAUGE") == "1":
+            from benchmarks.gauge import machine_gauge
+
+            GAUGE["start"] = machine_gauge()
         REPORT.unlink(missing_ok=True)
         # The example project's dbt package (packages.yml), as `make install` links it: pytest
         # run on its own finds it too.
@@ -201,12 +212,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from lakehouse import stop_dbt_worker
 
     stop_dbt_worker()
+    if "start" in GAUGE:
+        from benchmarks.gauge import machine_gauge
+
+        GAUGE["end"] = machine_gauge()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """The oracle's figures (also what docs/testing.md quotes), when oracle tests ran."""
+    """The machine's speed, and the oracle's figures (also what docs/testing.md quotes) when
+    oracle tests ran."""
     from oracle import REPORT, summarize
 
+    if GAUGE:
+        terminalreporter.write_sep("=", "machine speed")
+        terminalreporter.write_line(
+            "DuckDB over the benchmark suite's 1M-event landing (benchmarks/gauge.py), best of 2: "
+            + ", ".join(f"{seconds:.2f} s at the {when}" for when, seconds in GAUGE.items())
+        )
     if REPORT.exists():
         terminalreporter.write_sep("=", "PostgreSQL oracle")
         terminalreporter.write_line(summarize(REPORT))
