@@ -26,9 +26,8 @@ GAUGE_EVENTS = 1_000_000
 def machine_gauge(runs: int = 2) -> float:
     """Seconds of DuckDB's query over the 1M-event landing, best of `runs` (the landing is
     generated in a temporary folder, then removed)."""
-    from benchmarks.generate import create_dataset
+    from benchmarks.generate import KEYS_PER_EVENT, create_dataset
     from benchmarks.references import run_duckdb
-    from benchmarks.run import KEYS_PER_EVENT
 
     work = Path(tempfile.mkdtemp(prefix="cdc-gauge-"))
     try:

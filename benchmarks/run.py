@@ -75,10 +75,6 @@ SCALES = {
     "10m": Scale((1_000_000, 5_000_000, 10_000_000), (1_000_000,), 200_000,
                  (10_000, 100_000), 20, 2_000, 200_000, 100_000),
 }  # fmt: skip
-# Initial loads: 80% of the events create a key (half of the keys in the initial snapshot,
-# `op=r`), the rest update or delete one (10% deletes), so silver ends with about 0.8 rows per
-# event: the incremental batches land into the silver tables the loads built.
-KEYS_PER_EVENT = 0.8
 SCENARIOS = ("initial", "incremental", "noop", "maintenance", "capture")
 REFERENCES = ("duckdb", "spark-naive", "spark-merge", "hudi")
 
@@ -246,7 +242,7 @@ def scenario_initial(suite: Suite) -> list[dict[str, Any]]:
         landing = suite.data(name)
         say(f"initial load {name}: generating {events:,} events")
         data = generate.create_dataset(
-            landing, events=events, keys=round(KEYS_PER_EVENT * events), schemas=schemas
+            landing, events=events, keys=round(generate.KEYS_PER_EVENT * events), schemas=schemas
         )
         batch = data.batches[-1]
         lakehouse = suite.lakehouse(name, fresh=True)
