@@ -6,8 +6,9 @@ files, checked against PostgreSQL's final state case by case (docs/peers.md).
 
 - `plan`: the sample tables, the deliveries (how the landing files arrive) and the cases.
 - `ours`: this project's dbt pipeline, one delivery per process.
-- `events`: the decoded change events of the sample (this project's bronze tables), exported as
-  Parquet in the form a Debezium Avro converter hands a consumer (the TOAST placeholder in place).
+- `events`: the decoded change events of the sample (this project's decoder, as its bronze
+  tables hold them), exported as Parquet in the form a Debezium Avro converter hands a consumer
+  (the TOAST placeholder in place).
 - `hudi`: Apache Hudi's Spark writer with `PostgresDebeziumAvroPayload`, configured as
   HoodieStreamer's `PostgresDebeziumSource` sets it up.
 - `auto_cdc`: Spark Declarative Pipelines' AUTO CDC (pyspark 4.2, its own virtual environment).

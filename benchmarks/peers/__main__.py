@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers import compare, history
+from benchmarks.peers.ours import lakehouse_of
 from benchmarks.peers.plan import DELIVERIES, REPO, write_plan
 
 PEERS_PYTHON = REPO / ".venv-peers" / "bin" / "python"
@@ -51,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--delivery", action="append", choices=DELIVERIES)
     parser.add_argument("--engines", default="ours,hudi,auto_cdc")
     parser.add_argument(
+        "--ours-export",
+        type=Path,
+        help="compare this project's tables from this export (var cdc_export_dir of a build of "
+        "the sample's one --delivery) instead of running it: no seconds for it",
+    )
+    parser.add_argument(
         "--publish", action="store_true", help="write docs/peers.md and docs/peers/"
     )
     parser.add_argument(
@@ -76,7 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     python = sys.executable
     ours: dict[str, Any] = {"seconds": {}, "runs": {}, "from_decoded": {}}
-    for delivery in deliveries:
+    if args.ours_export:
+        if len(deliveries) != 1:
+            raise SystemExit("--ours-export is the build of one --delivery")
+        export = lakehouse_of(out, deliveries[0]) / "export"
+        shutil.rmtree(export, ignore_errors=True)
+        shutil.copytree(args.ours_export, export)
+        ours["export"] = str(args.ours_export)
+    for delivery in deliveries if not args.ours_export else ():
         report = _json_line([python, "-m", "benchmarks.peers.ours", "--out", str(out),
                              "--delivery", delivery])  # fmt: skip
         ours["seconds"][delivery] = report["seconds"]
@@ -87,9 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"ours {delivery}: {report['seconds']} s", flush=True)
     runs["ours"] = ours
-    bronze_of = "one_batch" if "one_batch" in deliveries else deliveries[0]
-    events = _json_line([python, "-m", "benchmarks.peers.events", "--out", str(out),
-                         "--delivery", bronze_of])  # fmt: skip
+    events = _json_line([python, "-m", "benchmarks.peers.events", "--out", str(out)])
     runs["cases"] = events["cases"]
     selected = [a for d in deliveries for a in ("--delivery", d)]
     if "hudi" in engines:

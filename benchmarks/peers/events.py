@@ -1,8 +1,10 @@
 """The sample's change events as the peers get them, and the cases they are judged on.
 
-The events come from this project's bronze tables (one `ours` lakehouse), decoded to typed
-columns: what a Debezium Avro converter and a schema registry hand HoodieStreamer, so that the
-comparison is about applying changes, not about parsing JSON. Where bronze marked a column as
+The events are the sample's landing files decoded to typed columns by this project's decoder,
+with each table's registry entry: the rows its bronze model holds after loading every file
+(cdc_lakehouse.bronze), without a lakehouse. What a Debezium Avro converter and a schema
+registry hand HoodieStreamer, so that the comparison is about applying changes, not about
+parsing JSON. Where the decoder marked a column as
 unchanged TOAST (`_cdc_unavailable_columns`), the column gets back what Debezium writes there,
 the placeholder `__debezium_unavailable_value` (text; its bytes for bytea; a one-element array
 for text[]). Written to `<out>/events/<table>/` (Parquet): the table's columns, `_op`, `_lsn`
@@ -31,8 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.ours import lakehouse_of
-from benchmarks.peers.plan import TOAST_PLACEHOLDER, read_plan
+from benchmarks.peers.plan import LANDING, REPO, TOAST_PLACEHOLDER, read_plan
 
 CASES = ("toast", "truncate", "pk_change", "delete_reinsert", "deleted", "other")
 
@@ -53,15 +54,30 @@ def _restored(name: str, data_type: Any) -> str:
     return f"if({flagged}, {placeholder}, `{name}`) as `{name}`"
 
 
+def decoded_changes(spark: Any, table: str) -> Any:
+    """Every landing file of the table's topic in the sample, decoded as its bronze model
+    decodes them (flatten_model: the registry's `cdc_table`, the landing reader, the decoder)."""
+    from cdc_lakehouse.bronze.decode import decode_changes
+    from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+    from cdc_lakehouse.tables import registry
+
+    spec = registry.table(REPO, table, source="northwind").spec
+    files = list_landing_files(spark, str(LANDING), spec.topic, spec.layout)
+    return decode_changes(read_landing_lines(spark, files), spec)
+
+
 def export_events(spark: Any, table: str, meta: dict[str, Any], out: Path) -> Any:
-    bronze = spark.table(f"bronze.bronze_northwind__{table}")
+    bronze = decoded_changes(spark, table)
+    bronze.createOrReplaceTempView(f"bronze_northwind__{table}")
     types = {f.name: f.dataType for f in bronze.schema.fields}
     columns = ", ".join(_restored(c, types[c]) for c in meta["columns"])
     events = spark.sql(
         f"""
         select {columns}, _cdc_op as _op, cast(_cdc_seq as bigint) as _lsn, _cdc_tx_id as _tx,
-            regexp_extract(_cdc_file, '[^/]+$', 0) as _file, _cdc_line as _line
-        from bronze.bronze_northwind__{table}
+            -- nullable, as a bronze table's column (the decoder knows it is never null): the
+            -- peers get the schema they got when the events were read from bronze
+            nullif(regexp_extract(_cdc_file, '[^/]+$', 0), '') as _file, _cdc_line as _line
+        from bronze_northwind__{table}
         where _cdc_reject_reason is null
         """
     )
@@ -119,10 +135,10 @@ def cases_of(spark: Any, table: str, meta: dict[str, Any], events: Any) -> dict[
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers.events", description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--delivery", default="one_batch", help="whose bronze tables to read")
     args = parser.parse_args(argv)
     out = args.out.resolve()
-    os.environ["CDC_LAKEHOUSE_DIR"] = str(lakehouse_of(out, args.delivery))
+    # the session's own metastore and warehouse (the profile's), empty: nothing is stored
+    os.environ["CDC_LAKEHOUSE_DIR"] = str(out / "events-session")
     os.environ["CDC_TABLE_FORMAT"] = "iceberg"
     from benchmarks.spark import session
 

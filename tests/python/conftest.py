@@ -25,7 +25,7 @@ os.environ.setdefault("CDC_TRINO_JAVA_OPTIONS", FIRST_TIER_ONLY)
 # compiling Java for each (CDC_SPARK_CODEGEN, profiles/profiles.yml): the sample built from
 # empty and twice more in one process took 10% less CPU. Spark's expression factories give
 # the same results either way (its own suites run both); the compiled path, production's, is
-# what the benchmark suite and the peer comparison run (test_benchmarks.py, test_peers.py).
+# what the benchmark suite runs (test_benchmarks.py), and the peers' sessions (test_peers.py).
 INTERPRETED = os.environ.setdefault("CDC_SPARK_CODEGEN", "false").lower() == "false"
 
 
@@ -155,8 +155,8 @@ LONG_GROUPS = {
     "object-store": 695,
     "test_table_formats.py:delta": 533,
     "test_type_map_oracle.py": 466,
-    "test_peers.py": 461,
-    "test_pipeline_e2e.py": 458,
+    # test_peers.py 461 and test_pipeline_e2e.py 458 before they shared the stepwise sample
+    "sample-stepwise": 770,
     "test_oracle.py": 453,
     "test_oracle_ddl.py": 398,
     "test_table_formats.py:hudi": 390,
@@ -237,3 +237,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 # The object-store stack (PostgreSQL catalog, SeaweedFS, metastore service) the `object-store`
 # group shares: imported here, once, so both of its files get the same session fixture.
 from object_store_stack import object_store_stack  # noqa: E402, F401
+
+# The sample built step by step, which test_pipeline_e2e.py checks and test_peers.py compares with
+# the peers (group `sample-stepwise`).
+from sample_stepwise import stepwise  # noqa: E402, F401

@@ -1,11 +1,14 @@
 """The peer comparison (docs/peers.md) runs, and what docs/ says of it is what it finds.
 
 `python -m benchmarks.peers --delivery late_files` (each topic's first and last landing file,
-then the files between) runs this project, Hudi's Spark writer with PostgresDebeziumAvroPayload
-and Spark's AUTO CDC (pyspark 4.2, .venv-peers) on the sample's events, and compares every key
-with PostgreSQL's final state; the same run compares this project's history models and AUTO
-CDC's SCD type 2 (pyspark 4.3, .venv-peers-spark43) with each key's history read off the events
-(benchmarks/peers/history.py). This project must be right on every key of every case, current
+then the files between) runs Hudi's Spark writer with PostgresDebeziumAvroPayload and Spark's
+AUTO CDC (pyspark 4.2, .venv-peers) on the sample's events, and compares every key with
+PostgreSQL's final state; the same run compares this project's history models and AUTO CDC's
+SCD type 2 (pyspark 4.3, .venv-peers-spark43) with each key's history read off the events
+(benchmarks/peers/history.py). This project's tables are those of the same delivery that
+test_pipeline_e2e.py checks (sample_stepwise.py's second step, `--ours-export`: `make peers`
+runs it through the long-lived driver instead, for its seconds; the files and the tables are
+the same). This project must be right on every key of every case, current
 state and history (no key left unjudged); each peer must produce all four tables; and the
 case-by-case counts must equal the ones published in docs/peers/results.json, so the page cannot
 drift from what the engines do (a new Hudi or Spark that fixes a case makes this test fail until
@@ -18,24 +21,29 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lakehouse import REPO
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("sample-stepwise")]
 
 DELIVERY = "late_files"
 PUBLISHED = REPO / "docs" / "peers" / "results.json"
 
 
 @pytest.fixture(scope="module")
-def comparison(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def comparison(
+    tmp_path_factory: pytest.TempPathFactory, stepwise: dict[str, Path]
+) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("peers")
+    command = [sys.executable, "-m", "benchmarks.peers", "--out", str(out), "--delivery", DELIVERY]
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.peers", "--out", str(out), "--delivery", DELIVERY],
+        [*command, "--ours-export", str(stepwise["step2"])],
         cwd=REPO,
-        # compiled query code, as production runs (conftest.py turns it off for the other tests)
+        # the peers' Spark sessions compile query code, as in `make peers` (conftest.py turns
+        # it off for the tests' own sessions)
         env={**os.environ, "CDC_SPARK_CODEGEN": "true"},
         capture_output=True,
         text=True,

@@ -1,7 +1,8 @@
 """End to end: `dbt build` on the bundled sample, embedded Spark + Iceberg, compared with the
 expected final state of every source table.
 
-One private lakehouse, built in steps (dbt runs are the expensive part, so the fixture is shared):
+One private lakehouse, built in steps (sample_stepwise.py's `stepwise`, which test_peers.py
+shares: group `sample-stepwise`):
 1. each topic's first and last landing file, then the files between (late events across runs)
    with malformed lines in the second step, whose data tests run;
 2. a full refresh of the same landing zone: the whole sample at once, as `make run` builds it
@@ -14,7 +15,6 @@ One private lakehouse, built in steps (dbt runs are the expensive part, so the f
 from __future__ import annotations
 
 import json
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -25,44 +25,23 @@ from lakehouse import (
     SOURCE_EQUIVALENT_GOLD,
     canonical_lake_row,
     column_types,
-    copy_landing,
     diff_states,
     expected_state,
     exported,
-    first_and_last_files,
     lake_state,
     read_export,
     run_dbt,
     source_of,
 )
+from sample_stepwise import MALFORMED, ORDERS_TOPIC
 
 from cdc_lakehouse.tables import registry
 from sample.generator import northwind
 
 TABLES = list(SAMPLE_TABLES)
-ORDERS_TOPIC = "northwind.public.orders"
 PLACEHOLDER = "__debezium_unavailable_value"
 
-pytestmark = pytest.mark.system
-
-
-def build(
-    lakehouse: Path,
-    landing: Path,
-    export: str,
-    *extra: str,
-    data_tests: bool = True,
-) -> Path:
-    """`dbt build` of the whole project; data tests unless told not to. The dbt unit tests
-    (data-independent) run on their own, in test_dbt_unit_tests.py."""
-    export_dir = lakehouse / "exports" / export
-    skipped = ["unit_test"] + ([] if data_tests else ["test"])
-    run_dbt(
-        ["build", *extra, "--exclude-resource-type", *skipped],
-        lakehouse=lakehouse,
-        variables={"cdc_landing_root": str(landing), "cdc_export_dir": str(export_dir)},
-    )
-    return export_dir
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("sample-stepwise")]
 
 
 def all_rows(export_dir: Path) -> dict[str, list[dict]]:
@@ -105,17 +84,6 @@ def full(stepwise: dict[str, Path]) -> dict[str, Path]:
         "compacted": stepwise["compacted"],
         "landing": stepwise["landing"],
         "versions": stepwise["noop_versions"],
-    }
-
-
-def table_versions(lakehouse: Path) -> dict[str, int]:
-    """Metadata versions (`*.metadata.json`: one per Iceberg commit, property changes included,
-    or view replacement) of every staging view, silver and history table and gold table."""
-    schemas = ("staging", "silver", "gold")
-    tables = [t for s in schemas for t in (lakehouse / "warehouse" / f"{s}.db").iterdir()]
-    return {
-        f"{t.parent.name}/{t.name}": len(list((t / "metadata").glob("*.metadata.json")))
-        for t in tables
     }
 
 
@@ -248,13 +216,6 @@ def test_each_landing_file_is_loaded_once(full: dict[str, Path]) -> None:
     assert set(loaded) == expected
 
 
-MALFORMED = [
-    ('{"before": null, "after": {"order_id": 1', "invalid JSON"),
-    ("{{EVENT_WITH_OP_X}}", "unknown op"),
-    ("{{EVENT_WITHOUT_KEY}}", "missing key column order_id"),
-]
-
-
 def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path]) -> None:
     """The silver data tests fail on what they guard against: a row of a key the change log
     deleted (silver.products is hard-delete), and the unchanged-TOAST placeholder as the bytes of
@@ -287,79 +248,6 @@ def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path
     finally:
         sql(f"delete from silver.products where product_id in ({key}, -7)")
     run_dbt(data_tests, lakehouse=lakehouse)
-
-
-def malformed_lines(good_event: str) -> list[str]:
-    event = json.loads(good_event)
-    unknown_op = {**event, "op": "x"}
-    no_key = {**event, "after": {**event["after"], "order_id": None}}
-    return [MALFORMED[0][0], json.dumps(unknown_op), json.dumps(no_key), good_event]
-
-
-@pytest.fixture(scope="module")
-def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    lakehouse = tmp_path_factory.mktemp("stepwise")
-    landing = lakehouse / "landing"
-    # Step 1 lands each topic's first and last file; the files between arrive in step 2, older
-    # than what silver already holds (out of order across runs).
-    copy_landing(landing, first_and_last_files())
-    # The data tests run on step 2's state. The full refresh must rebuild every exported table
-    # of that state cell for cell (asserted below, `_cdc_loaded_at` aside), so its data tests
-    # would test the same rows again.
-    step1 = build(lakehouse, landing, "step1", data_tests=False)
-    copy_landing(landing)
-    orders_files = sorted((landing / "topics" / ORDERS_TOPIC).rglob("*.json"))
-    lines = orders_files[-1].read_text().splitlines()
-    good_event = next(line for line in reversed(lines) if json.loads(line).get("after"))
-    bad_file = orders_files[-1].with_name(f"{ORDERS_TOPIC}+0+0000095000.json")
-    bad_file.write_text("\n".join(malformed_lines(good_event)) + "\n")
-    before = table_versions(lakehouse)
-    step2 = build(lakehouse, landing, "step2")
-    after = table_versions(lakehouse)
-    refreshed = build(lakehouse, landing, "refresh", "--full-refresh", data_tests=False)
-
-    # Nothing landed since the full refresh: the no-op build must leave every table as the
-    # refresh left it (asserted below, table by table); its data tests would test the same rows.
-    noop_before = table_versions(lakehouse)
-    again = build(lakehouse, landing, "again", data_tests=False)
-    noop_after = table_versions(lakehouse)
-    # Compaction commits a new snapshot of bronze, so the names of its loaded files
-    # (`__cdc_loaded_files`) no longer describe it: the next run must read them from bronze
-    # itself and load only the file landed since, a replay: the sink delivered one file twice,
-    # under a new start offset.
-    run_dbt(
-        ["run-operation", "cdc_compact", "--args", "{tables: [bronze.bronze_northwind__orders]}"],
-        lakehouse=lakehouse,
-    )
-    # The ledger now describes an older version; make it wrong too (one loaded file missing,
-    # as after a post-hook that failed): the bronze pre-hook must drop it, else that file
-    # would load twice.
-    forgotten = str(orders_files[0].relative_to(landing))
-    statement = (
-        f"delete from bronze.bronze_northwind__orders__cdc_loaded_files where file = '{forgotten}'"
-    )
-    run_dbt(
-        ["run-operation", "run_query", "--args", json.dumps({"sql": statement})],
-        lakehouse=lakehouse,
-    )
-    # The replay is of the last good file (the malformed one would add rejects).
-    shutil.copyfile(
-        orders_files[-1], orders_files[-1].with_name(f"{ORDERS_TOPIC}+0+0000090000.json")
-    )
-    # Its silver and gold must equal the no-op's, cell for cell (asserted below), whose
-    # rows step 2's data tests passed on: running them again would test the same rows.
-    compacted = build(lakehouse, landing, "compacted", data_tests=False)
-    return {
-        "step1": step1,
-        "step2": step2,
-        "refresh": refreshed,
-        "again": again,
-        "compacted": compacted,
-        "landing": landing,
-        "bad_file": bad_file,
-        "versions": (before, after),
-        "noop_versions": (noop_before, noop_after),
-    }
 
 
 def test_two_incremental_steps_reach_expected_state(stepwise: dict[str, Path]) -> None:

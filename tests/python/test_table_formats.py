@@ -4,7 +4,7 @@ histories, gold, seeds, snapshots and the working tables in that format with the
 `cdc_merge` / `cdc_history` logic.
 
 One scenario, the same for each format (a test process each: `xdist_group` per format), the
-same deliveries and checks as test_pipeline_e2e's `stepwise` on Iceberg:
+same deliveries and checks as sample_stepwise.py's `stepwise` (test_pipeline_e2e) on Iceberg:
 1. each topic's first and last landing file, then the files between (late events across runs:
    silver takes the whole-log replace path, on Hudi the one that deletes the keys the result
    lacks in a statement of its own, since Hudi ignores `when not matched by source`), the data
