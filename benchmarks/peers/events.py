@@ -2,8 +2,8 @@
 
 The events are the sample's landing files decoded to typed columns by this project's decoder,
 with each table's registry entry: the rows its bronze model holds after loading every file
-(cdc_lakehouse.bronze), without a lakehouse. What a Debezium Avro converter and a schema
-registry hand HoodieStreamer, so that the comparison is about applying changes, not about
+(cdc_lakehouse.bronze), without a lakehouse. They are what a Debezium Avro converter and a
+schema registry hand HoodieStreamer, so that the comparison is about applying changes, not about
 parsing JSON. Where the decoder marked a column as
 unchanged TOAST (`_cdc_unavailable_columns`), the column gets back what Debezium writes there,
 the placeholder `__debezium_unavailable_value` (text; its bytes for bytea; a one-element array
