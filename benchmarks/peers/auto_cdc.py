@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers.plan import (
+    CODEGEN_SETTINGS,
     DELIVERIES,
     DRIVER_JAVA_OPTIONS,
     REPO,
@@ -131,6 +132,7 @@ def _spec(name: str, project: Path, settings: dict[str, str]) -> str:
     settings = {
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
+        **CODEGEN_SETTINGS,
         **settings,
     }
     lines += [f"  {k}: {json.dumps(v)}" for k, v in settings.items()]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers.plan import (
+    CODEGEN_SETTINGS,
     DELIVERIES,
     DRIVER_JAVA_OPTIONS,
     REPO,
@@ -44,7 +45,7 @@ def session() -> Any:
     jars = ",".join(str(p) for p in sorted(JAR_DIR.glob("hudi-spark*.jar")))
     if not jars:
         raise SystemExit(f"no Hudi bundle in {JAR_DIR}: run `make peers-install`")
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .config("spark.jars", jars)
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
@@ -53,8 +54,10 @@ def session() -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-        .getOrCreate()
     )
+    for setting, value in CODEGEN_SETTINGS.items():
+        builder = builder.config(setting, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

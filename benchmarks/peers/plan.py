@@ -30,6 +30,15 @@ TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 DRIVER_JAVA_OPTIONS = " ".join(
     ["-XX:+UseParallelGC", *os.environ.get("CDC_SPARK_JAVA_OPTIONS", "").split()]
 )
+# ... and evaluate queries as this project's sessions do: compiled by default, interpreted with
+# CDC_SPARK_CODEGEN=false (profiles/profiles.yml: whole-stage code generation off and the
+# expression factories' NO_CODEGEN mode, the same results). The tests set it, as for their own
+# sessions (tests/python/conftest.py); `make peers` leaves it unset.
+CODEGEN_SETTINGS = (
+    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    if os.environ.get("CDC_SPARK_CODEGEN", "true").lower() == "false"
+    else {}
+)
 
 
 def sample_tables() -> list[Any]:
