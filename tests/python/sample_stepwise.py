@@ -46,13 +46,42 @@ def build(
 
 def table_versions(lakehouse: Path) -> dict[str, int]:
     """Metadata versions (`*.metadata.json`: one per Iceberg commit, property changes included,
-    or view replacement) of every staging view, silver and history table and gold table."""
-    schemas = ("staging", "silver", "gold")
+    or view replacement) of every staging view, silver and history table, gold table and dbt
+    snapshot."""
+    schemas = ("staging", "silver", "gold", "snapshots")
     tables = [t for s in schemas for t in (lakehouse / "warehouse" / f"{s}.db").iterdir()]
     return {
         f"{t.parent.name}/{t.name}": len(list((t / "metadata").glob("*.metadata.json")))
         for t in tables
     }
+
+
+# What a dbt snapshot's current rows hold of silver: the timestamp strategy's key and commit
+# time (customers), the check strategy's key and checked columns (products).
+SNAPSHOTTED = {
+    "customers": ["customer_id", "_cdc_source_ts"],
+    "products": ["product_id", "product_name", "category", "unit_price", "units_in_stock",
+                 "discontinued"],
+}  # fmt: skip
+
+
+def differences_from_silver(lakehouse: Path) -> dict[str, int]:
+    """Per dbt snapshot: the rows its current versions and silver do not share (0 when the
+    snapshot recorded every change silver committed)."""
+    parts = []
+    for table, columns in SNAPSHOTTED.items():
+        listed = ", ".join(columns)
+        snapshot = f"select {listed} from snapshots.{table}_snapshot where dbt_valid_to is null"
+        silver = f"select {listed} from silver.{table}"
+        parts.append(
+            f"select '{table}' as snapshot, count(*) as n from ("
+            f"(({snapshot}) except all ({silver})) union all (({silver}) except all ({snapshot})))"
+        )
+    shown = run_dbt(
+        ["show", "--inline", " union all ".join(parts), "--output", "json"], lakehouse=lakehouse
+    )
+    rows = json.loads(shown.stdout[shown.stdout.index("{") :])["show"]
+    return {row["snapshot"]: row["n"] for row in rows}
 
 
 MALFORMED = [
@@ -91,6 +120,7 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     before = table_versions(lakehouse)
     step2 = build(lakehouse, landing, "step2")
     after = table_versions(lakehouse)
+    snapshots_behind = differences_from_silver(lakehouse)
     refreshed = build(lakehouse, landing, "refresh", "--full-refresh", data_tests=False)
 
     # Nothing landed since the full refresh: the no-op build must leave every table as the
@@ -133,5 +163,6 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "landing": landing,
         "bad_file": bad_file,
         "versions": (before, after),
+        "snapshots_behind": snapshots_behind,
         "noop_versions": (noop_before, noop_after),
     }

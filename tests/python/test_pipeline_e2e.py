@@ -188,12 +188,19 @@ def test_rebuild_without_new_data_changes_nothing(full: dict[str, Path]) -> None
 
 def test_rebuild_without_new_data_commits_nothing(full: dict[str, Path]) -> None:
     """Nothing landed: no silver or history table gets a new metadata version (no MERGE, no
-    watermark property, no batch table left behind), no staging view is replaced and no gold
-    table rebuilt (their SQL and what they read are unchanged)."""
+    watermark property, no batch table left behind), no staging view is replaced, no gold
+    table rebuilt and no dbt snapshot merged (their SQL and what they read are unchanged)."""
     before, after = full["versions"]
     assert any(name.endswith("_history") for name in before)
-    assert {name.split("/")[0] for name in before} == {"staging.db", "silver.db", "gold.db"}
+    schemas = {"staging.db", "silver.db", "gold.db", "snapshots.db"}
+    assert {name.split("/")[0] for name in before} == schemas
     assert after == before
+
+
+def test_dbt_snapshots_record_what_silver_committed(stepwise: dict[str, Path]) -> None:
+    """Step 2 changed silver: each dbt snapshot ran (it is skipped only when nothing it reads
+    committed since its last run) and its current versions are silver's rows."""
+    assert stepwise["snapshots_behind"] == {"customers": 0, "products": 0}
 
 
 def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
