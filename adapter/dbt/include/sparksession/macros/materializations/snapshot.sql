@@ -57,14 +57,17 @@
 
   {{ run_hooks(pre_hooks, inside_transaction=True) }}
 
-  {% set strategy_macro = strategy_dispatch(strategy_name) %}
-  {% set strategy = strategy_macro(model, "snapshotted_data", "source_data", model['config'], target_relation_exists) %}
-
   {#-- sparksession: what the snapshot would be built from, and whether it was, last time --#}
   {%- set fingerprint = sparksession_table_fingerprint(tojson(model['config']) ~ '\n' ~ model['compiled_code'])
         if file_format == 'iceberg' and (not target_relation_exists or target_relation.is_iceberg) else none -%}
   {%- set unchanged = fingerprint is not none and target_relation_exists
         and sparksession_stored_fingerprint(target_relation, 'cdc.snapshot.fingerprint') == fingerprint -%}
+
+  {#-- sparksession: the strategy only for a run (the check strategy describes the query and the snapshot) --#}
+  {% if not unchanged %}
+  {% set strategy_macro = strategy_dispatch(strategy_name) %}
+  {% set strategy = strategy_macro(model, "snapshotted_data", "source_data", model['config'], target_relation_exists) %}
+  {% endif %}
 
   {% if unchanged %}
 
