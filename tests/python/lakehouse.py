@@ -331,6 +331,20 @@ def run_dbt(
     return _checked(result, args, check)
 
 
+def show(lakehouse: Path, sql: str) -> list[dict[str, Any]]:
+    """The rows of a query (dbt show's JSON output)."""
+    out = run_dbt(
+        ["show", "--inline", sql, "--limit", "-1", "--output", "json", "--log-format", "json"],
+        lakehouse=lakehouse,
+    ).stdout
+    for line in out.splitlines():
+        event = json.loads(line) if line.startswith("{") else {}
+        preview = event.get("data", {}).get("preview")
+        if preview is not None:
+            return json.loads(preview)
+    raise AssertionError(f"no rows in dbt show's output:\n{out[-2000:]}")
+
+
 def _checked(
     result: subprocess.CompletedProcess[str], args: list[str], check: bool
 ) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from lakehouse import copy_landing, first_and_last_files, run_dbt
+from lakehouse import copy_landing, first_and_last_files, run_dbt, show
 
 ORDERS_TOPIC = "northwind.public.orders"
 
@@ -77,11 +77,7 @@ def differences_from_silver(lakehouse: Path) -> dict[str, int]:
             f"select '{table}' as snapshot, count(*) as n from ("
             f"(({snapshot}) except all ({silver})) union all (({silver}) except all ({snapshot})))"
         )
-    shown = run_dbt(
-        ["show", "--inline", " union all ".join(parts), "--output", "json"], lakehouse=lakehouse
-    )
-    rows = json.loads(shown.stdout[shown.stdout.index("{") :])["show"]
-    return {row["snapshot"]: row["n"] for row in rows}
+    return {row["snapshot"]: row["n"] for row in show(lakehouse, " union all ".join(parts))}
 
 
 MALFORMED = [

@@ -42,6 +42,7 @@ from lakehouse import (
     history_state_problems,
     read_export,
     run_dbt,
+    show,
     source_state_problems,
     use_table_format,
 )
@@ -79,20 +80,6 @@ def build(lakehouse: Path, landing: Path, export: str, *, data_tests: bool = Fal
         check=not data_tests,
     )
     return {"export": export_dir, "output": result.stdout, "returncode": result.returncode}
-
-
-def show(lakehouse: Path, sql: str) -> list[dict[str, Any]]:
-    """The rows of a query (dbt show's JSON output)."""
-    out = run_dbt(
-        ["show", "--inline", sql, "--limit", "-1", "--output", "json", "--log-format", "json"],
-        lakehouse=lakehouse,
-    ).stdout
-    for line in out.splitlines():
-        event = json.loads(line) if line.startswith("{") else {}
-        preview = event.get("data", {}).get("preview")
-        if preview is not None:
-            return json.loads(preview)
-    raise AssertionError(f"no rows in dbt show's output:\n{out[-2000:]}")
 
 
 def operation(lakehouse: Path, macro: str, args: str, *, check: bool = True) -> str:

@@ -59,7 +59,7 @@
 
   {#-- sparksession: what the snapshot would be built from, and whether it was, last time --#}
   {%- set fingerprint = sparksession_table_fingerprint(tojson(model['config']) ~ '\n' ~ model['compiled_code'])
-        if file_format == 'iceberg' and (not target_relation_exists or target_relation.is_iceberg) else none -%}
+        if not target_relation_exists or target_relation.is_iceberg else none -%}
   {%- set unchanged = fingerprint is not none and target_relation_exists
         and sparksession_stored_fingerprint(target_relation, 'cdc.snapshot.fingerprint') == fingerprint -%}
 
