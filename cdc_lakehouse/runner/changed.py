@@ -59,10 +59,9 @@ PROJECT_PATHS = {
 }
 
 
-def project_digest(project: Path) -> str:
-    """A digest of the files a build depends on besides the landing zone: dbt_project.yml,
-    selectors.yml, packages.yml, the registry, dbt's folders and the installed packages (contents
-    and names)."""
+def project_files(project: Path) -> list[Path]:
+    """The files a build depends on besides the landing zone, sorted: dbt_project.yml,
+    selectors.yml, packages.yml, the registry, dbt's folders and the installed packages."""
     import yaml
 
     config_file = project / "dbt_project.yml"
@@ -76,11 +75,15 @@ def project_digest(project: Path) -> str:
         # os.walk follows the links `dbt deps` makes for local packages (rglob does not)
         for parent, _, names in os.walk(project / folder, followlinks=True):
             files += [Path(parent) / name for name in names]
+    return sorted(path for path in set(files) if path.is_file() and "__pycache__" not in path.parts)
+
+
+def project_digest(project: Path) -> str:
+    """A digest of project_files: their names and contents."""
     digest = hashlib.sha256()
-    for path in sorted(set(files)):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(path.relative_to(project).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for path in project_files(project):
+        digest.update(path.relative_to(project).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

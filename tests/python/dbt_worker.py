@@ -3,8 +3,9 @@
 A test that builds the same lakehouse several times (the oracle's phases, incremental steps)
 would otherwise pay a cold JVM and a cold JIT on every `dbt` command: about half of a small
 incremental build. This process runs the commands with `dbtRunner`, the function the `dbt` CLI
-calls, so dbt-spark's in-process SparkSession survives from one command to the next; results
-are what the CLI would give (exit code 0 success, 1 failure, 2 error, and the same output).
+calls, so dbt-spark's in-process SparkSession survives from one command to the next, and so
+does dbt's parsed project (`cdc_lakehouse.runner.parsed`); results are what the CLI would give
+(exit code 0 success, 1 failure, 2 error, and the same output).
 
 One process serves every lakehouse of a test process in turn (lakehouse.py keeps the JVM's
 metastore and warehouse in one folder and links each test's lakehouse to it): between two
@@ -54,8 +55,11 @@ def reset_catalog() -> str:
 
 
 def main() -> None:
-    from dbt.cli.main import dbtRunner
+    from cdc_lakehouse.runner.parsed import ParsedProject
 
+    # dbt parses a project once and again only when its files or the parse options change,
+    # as in the continuous driver (cdc_lakehouse/runner/parsed.py)
+    project = ParsedProject()
     replies = os.fdopen(int(sys.argv[1]), "w")
     for line in sys.stdin:
         request = json.loads(line)
@@ -67,7 +71,7 @@ def main() -> None:
             else:
                 os.chdir(request["cwd"])
                 with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-                    result = dbtRunner().invoke(request["args"])
+                    result = project.invoke(request["args"])
                 returncode = 0 if result.success else (2 if result.exception else 1)
                 if result.exception is not None:
                     output.write(f"\n{type(result.exception).__name__}: {result.exception}\n")

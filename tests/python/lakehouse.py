@@ -176,15 +176,15 @@ def _dbt_options(lakehouse: Path, variables: Mapping[str, Any] | None) -> list[s
 
 # dbt parses the whole project again (3 to 5 CPU seconds) when a command's --vars differ from
 # the previous command's on the same target path, and every build names another export folder
-# (`cdc_export_dir`). So the warm process's builds of this project export to one folder per
-# lakehouse, whose table folders are then moved to the one asked for (replacing the same table's
-# folder, as the hook's `insert overwrite directory` does): the builds of one lakehouse pass
-# the same --vars and dbt parses only what changed (nothing: the project's files do not change
-# during the tests). Scratch projects, whose files the tests edit between builds, keep full
-# parses. Commands that run no on-run-end hook (`show`, `run-operation`, `compile`, `ls`,
-# `docs`) export nothing, and a command without --vars between two builds cost two full parses
-# (the Hudi scenario's builds, shows and maintenance operations: 5 of its 12 commands): they
-# pass the --vars of the lakehouse's last command, which a hook-less command cannot act on.
+# (`cdc_export_dir`). So the warm process's builds export to one folder per lakehouse, whose
+# table folders are then moved to the one asked for (replacing the same table's folder, as the
+# hook's `insert overwrite directory` does): the commands of one lakehouse pass the same --vars,
+# and the warm process reuses its parsed project until a file of the project changes (a scratch
+# project's edits between builds; cdc_lakehouse/runner/parsed.py). Commands that run no
+# on-run-end hook (`show`, `run-operation`, `compile`, `ls`, `docs`) export nothing, and a
+# command without --vars between two builds cost two full parses (the Hudi scenario's builds,
+# shows and maintenance operations: 5 of its 12 commands): they pass the --vars of the
+# lakehouse's last command, which a hook-less command cannot act on.
 EXPORTING = ".exporting"
 HOOKLESS = ("show", "run-operation", "compile", "ls", "list", "docs", "parse")
 _last_variables: dict[Path, dict[str, Any]] = {}
@@ -193,14 +193,11 @@ _last_variables: dict[Path, dict[str, Any]] = {}
 def _stable_export(
     lakehouse: Path,
     variables: Mapping[str, Any] | None,
-    project_dir: Path,
     command: list[str] | None = None,
 ) -> tuple[Mapping[str, Any] | None, Path | None]:
     """`variables` with this lakehouse's one export folder (emptied), and the folder asked for
-    (None when the command exports nothing or runs in a scratch project); for a hook-less
-    `command`, the lakehouse's last --vars under the ones given."""
-    if project_dir != REPO:
-        return variables, None
+    (None when the command exports nothing); for a hook-less `command`, the lakehouse's last
+    --vars under the ones given."""
     if command and command[0] in HOOKLESS:
         return {**_last_variables.get(lakehouse, {}), **(variables or {})} or None, None
     _last_variables[lakehouse] = dict(variables or {})
@@ -276,7 +273,7 @@ def kill_dbt_when(
     worker = _warm_worker(lakehouse)
     log = lakehouse / "logs" / "dbt.log"
     offset = log.stat().st_size if log.exists() else 0
-    variables, export = _stable_export(lakehouse, variables, REPO, args)
+    variables, export = _stable_export(lakehouse, variables, args)
     worker.send({"args": [*args, *_dbt_options(lakehouse, variables)], "cwd": str(REPO)})
     deadline, found, pending = time.monotonic() + timeout, "", ""
     while not found and time.monotonic() < deadline and not worker.answered(0.05):
@@ -311,7 +308,7 @@ def run_dbt(
     `env` adds environment variables (a profile target's settings, for instance): such commands
     run as a `dbt` subprocess; the rest in the tests' warm dbt process (see `_hold`)."""
     if env is None:
-        variables, export = _stable_export(lakehouse, variables, project_dir, args)
+        variables, export = _stable_export(lakehouse, variables, args)
         request = {"args": [*args, *_dbt_options(lakehouse, variables)], "cwd": str(project_dir)}
         try:
             returncode, output = _warm_worker(lakehouse).request(request, timeout)

@@ -14,6 +14,7 @@ on the next plain `dbt build`; under Iceberg 1.10 a replaced view kept its old S
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from decimal import Decimal
 from pathlib import Path
@@ -281,7 +282,10 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
     builds: each build uses the SQL as it is now. A view over `select *` of the table follows
     the table's new column though its own SQL is unchanged (Spark keeps a view's columns as
     they were when it was created), and a table or view whose SQL and inputs did not change
-    is left as it is (no new metadata version)."""
+    is left as it is (no new metadata version). The tests' dbt process keeps the parsed project
+    between commands (cdc_lakehouse.runner.parsed): each edit is parsed before the next build,
+    an unchanged project is not, and a model over an ephemeral model compiles again with its
+    CTE from the kept manifest."""
     landing = copy_landing(tmp_path / "landing")
     customers = {"topic": "northwind.public.customers", "shape": "envelope", "key": ["customer_id"]}
     project = make_project(tmp_path / "project", {"customers": customers})
@@ -297,7 +301,20 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
         "{{ config(materialized='view', schema='gold') }}\n"
         "select * from {{ ref('customer_counts') }}\n"
     )
+    (gold / "live_customers.sql").write_text(
+        "{{ config(materialized='ephemeral') }}\n"
+        "select * from {{ ref('customers') }} where not _cdc_is_deleted\n"
+    )
+    (gold / "live_customer_count.sql").write_text(
+        "{{ config(materialized='table', schema='gold') }}\n"
+        "select count(*) as n from {{ ref('live_customers') }}\n"
+    )
     lakehouse = tmp_path / "lakehouse"
+
+    def parses() -> int:
+        """`dbt parse` invocations of the tests' dbt process on this lakehouse so far."""
+        logs = (lakehouse / "logs").glob("dbt.log*")
+        return sum(len(re.findall(r"command_name\W+parse\b", p.read_text())) for p in logs)
 
     def versions(schema: str, name: str) -> int:
         metadata = lakehouse / "warehouse" / f"{schema}.db" / name / "metadata"
@@ -355,3 +372,12 @@ def test_model_edits_take_effect_on_the_next_build(tmp_path: Path) -> None:
         table,
         view,
     )
+    # three projects (first, edited, restored), each parsed once for its build and show
+    assert parses() == 3
+    # Nothing edited: built and shown with the kept manifest, the ephemeral model's CTE
+    # injected again into the model over it.
+    again, _ = build(project, lakehouse, landing, "again")
+    assert parses() == 3
+    live = read_export(again, "gold.live_customer_count")
+    assert live == read_export(lakehouse / "exports" / "restored", "gold.live_customer_count")
+    assert live[0]["n"] > 0

@@ -23,7 +23,7 @@ from lakehouse import REPO, SAMPLE, SAMPLE_SOURCES, SAMPLE_TABLES, source_of
 from cdc_lakehouse.bronze.decode import connect_encoding, declared_encoding
 from cdc_lakehouse.bronze.layout import Layout
 from cdc_lakehouse.bronze.spec import TableSpec, spark_type
-from cdc_lakehouse.runner import changed
+from cdc_lakehouse.runner import changed, parsed
 from cdc_lakehouse.tables import discover, registry
 from cdc_lakehouse.tables.__main__ import main
 from cdc_lakehouse.tables.generate import MARK, check, outputs, write
@@ -623,6 +623,25 @@ def test_the_changed_tables_command_is_one_dbt_accepts_for_every_dbt_command() -
         # unit tests run in `build` and `test` only, and stay out of a changed-tables run
         excluded = context.params.get("exclude_resource_types") or ()
         assert ("unit_test" in excluded) == (name in ("build", "test")), name
+
+
+def test_a_kept_manifest_is_keyed_on_what_dbt_parse_reads_of_a_command() -> None:
+    """The long-lived processes reuse a parsed project for commands whose parse options (what
+    `dbt parse` itself takes, from dbt's own option definitions) match; selection flags do
+    not count, global options count wherever they stand, and commands that parse, or merge
+    another manifest in, never reuse one."""
+    options = ["--vars", '{"a": 1}', "--target-path", "t", "--log-path", "l"]
+    assert parsed.parse_options(["build", "--select", "x+", "--full-refresh", *options]) == options
+    assert parsed.parse_options(["show", "--inline", "select 1", "--output", "json", *options]) == (
+        options
+    )
+    assert parsed.parse_options(["--log-level", "debug", "run", "-t", "cluster", "-s", "a"]) == [
+        "--log-level", "debug", "-t", "cluster"
+    ]  # fmt: skip
+    assert parsed.parse_options(["docs", "generate", "--select", "a", "--vars={}"]) == ["--vars={}"]
+    assert parsed.parse_options(["run-operation", "cdc_maintenance", "--args", "{}"]) == []
+    for command in (["parse"], ["deps"], ["retry"], ["build", "--defer", "--state", "x"], ["no"]):
+        assert parsed.parse_options(command) is None, command
 
 
 def test_bronze_pipeline_columns_carry_no_tests() -> None:
