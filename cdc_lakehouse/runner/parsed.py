@@ -134,9 +134,12 @@ def project_signature(project: Path, profiles: Path) -> str:
 
 
 def reset_compiled_state(manifest: Any) -> None:
-    """Put each node back as parsing left it: not compiled, no injected CTEs."""
+    """Put each node back as parsing left it: not compiled, no injected CTEs (seeds, which
+    dbt does not compile, have none of it)."""
+    from dbt.contracts.graph.nodes import CompiledNode
+
     for node in manifest.nodes.values():
-        if hasattr(node, "extra_ctes_injected"):
+        if isinstance(node, CompiledNode):
             node.compiled = False
             node.compiled_code = None
             node.extra_ctes_injected = False
