@@ -1,12 +1,14 @@
 """dbt's parsed project, kept for the next command of a long-lived process.
 
 Every `dbtRunner().invoke(...)` starts by loading the project: dbt reads its partial-parse file,
-checks every file, rebuilds the graph and writes `manifest.json`, about 1-2 s per command at 50
-tables even when nothing in the project changed. A long-lived process (the continuous driver, the
-tests' warm dbt process) runs the same project again and again, so it parses once and hands the
-manifest to the next commands, dbt's documented way to skip parsing
-(`dbtRunner(manifest=...)`, "Reusing objects" in dbt's programmatic-invocation docs). The
-manifest is parsed again as soon as anything parsing depends on differs from the last parse:
+checks every file, rebuilds the graph and writes `manifest.json`: about 1.2 s of Python per
+command at 50 tables even when nothing in the project changed, of which about half a second
+shows in a warm run's wall time (`python -m benchmarks.kept_parse`, docs/benchmarks.md). A
+long-lived process (the continuous driver, the tests' warm dbt process) runs the same project
+again and again, so it parses once and hands the manifest to the next commands, dbt's documented
+way to skip parsing (`dbtRunner(manifest=...)`, "Reusing objects" in dbt's
+programmatic-invocation docs). The manifest is parsed again as soon as anything parsing
+depends on differs from the last parse:
 
 - the project's files (the folders `changed.project_digest` reads: models, macros, seeds,
   snapshots, tests, analyses, the registry, dbt_project.yml, the installed packages) and the
@@ -18,7 +20,9 @@ A command that changes the manifest itself or its inputs (`parse`, `deps`, `clea
 `--defer` / `--state`, which merge another manifest into it) runs as a plain invocation and drops
 the kept manifest. Between two commands the nodes' compiled state (compiled SQL, injected
 ephemeral CTEs) is reset to what parsing left: dbt compiles a node in place and would otherwise
-keep the previous command's CTEs.
+keep the previous command's CTEs. Environment variables are not compared: a process's
+environment stays as it started. The `manifest.json` a command writes keeps the invocation id of
+the parse it came from (its run results have the command's own).
 """
 
 from __future__ import annotations
