@@ -104,23 +104,18 @@ def parse_options(args: Sequence[str]) -> list[str] | None:
     return carried
 
 
-def _project_dir(options: Sequence[str]) -> Path:
+def _option_value(options: Sequence[str], name: str) -> str | None:
+    """The value of option `name` in `options` (`--name value` or `--name=value`), or None."""
     for index, word in enumerate(options):
-        if word.startswith("--project-dir="):
-            return Path(word.split("=", 1)[1])
-        if word == "--project-dir" and index + 1 < len(options):
-            return Path(options[index + 1])
-    return Path(os.environ.get("DBT_PROJECT_DIR", "."))
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+        if word == name and index + 1 < len(options):
+            return options[index + 1]
+    return None
 
 
 def _profiles_file(options: Sequence[str], project: Path) -> Path:
-    folder = None
-    for index, word in enumerate(options):
-        if word.startswith("--profiles-dir="):
-            folder = word.split("=", 1)[1]
-        elif word == "--profiles-dir" and index + 1 < len(options):
-            folder = options[index + 1]
-    folder = folder or os.environ.get("DBT_PROFILES_DIR")
+    folder = _option_value(options, "--profiles-dir") or os.environ.get("DBT_PROFILES_DIR")
     if folder:
         return Path(folder) / "profiles.yml"
     local = project / "profiles.yml"
@@ -169,7 +164,8 @@ class ParsedProject:
         if options is None:
             self.key, self.manifest = None, None
             return dbtRunner().invoke(list(args))
-        project = _project_dir(options).resolve()
+        folder = _option_value(options, "--project-dir") or os.environ.get("DBT_PROJECT_DIR", ".")
+        project = Path(folder).resolve()
         key = (
             str(project),
             tuple(options),
