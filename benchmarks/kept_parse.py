@@ -12,6 +12,13 @@ project parsed once), then `parsed`, a plain `dbtRunner().invoke` that loads the
 as every invocation did before; each builds what `cdc_lakehouse.runner.changed` selects (the
 changed table and what depends on it, its data tests included). The first run of each is left
 out (the JVM starts; the first parse). Prints each run's seconds and the medians as JSON.
+
+Rounds continue after the replays a previous run of this benchmark left in the work folder
+and move the events past every log position landed before (a file landed again under a loaded
+name, or events older than silver's, are rightly nothing new), and every run must have read the
+1,000 events and changed rows: the run audit's row says so, or the benchmark stops. (A first
+version numbered its rounds from 1 on every run: a second run on the same folder timed twelve
+runs that applied nothing as if they had.)
 """
 
 from __future__ import annotations
@@ -29,11 +36,17 @@ from benchmarks.project import REPO
 
 TABLE = "app.app.t000_a"
 SHIFT = 1_000_000_000  # log positions between two replays
+FIRST_OFFSET = (
+    10_000_000  # file offsets of the replays: FIRST_OFFSET + round * 10,000 + file * 1,000
+)
+EVENTS = 1_000  # events of the last round of benchmarks.many_tables
 
 
-def replay(folder: Path, sources: Sequence[Path], round_number: int) -> None:
-    """Land `sources` again as new files of `folder`, every event moved after the previous."""
-    shift = round_number * SHIFT
+def replay(folder: Path, sources: Sequence[Path], round_number: int, base: int) -> None:
+    """Land `sources` again as new files of `folder`, every event moved after the previous:
+    by `base + round_number` steps of SHIFT, `base` past every position landed before."""
+    steps = base + round_number
+    shift = steps * SHIFT
     for index, source in enumerate(sources):
         lines = []
         for line in source.read_text().splitlines():
@@ -44,18 +57,53 @@ def replay(folder: Path, sources: Sequence[Path], round_number: int) -> None:
             position["sequence"] = json.dumps(
                 [str(int(p) + shift) for p in json.loads(position["sequence"])]
             )
-            position["txId"] += round_number * 100_000
+            position["txId"] += steps * 100_000
             for holder in (position, payload):
-                holder["ts_ms"] += round_number * 60_000
-                holder["ts_us"] += round_number * 60_000_000
-                holder["ts_ns"] += round_number * 60_000_000_000
+                holder["ts_ms"] += steps * 60_000
+                holder["ts_us"] += steps * 60_000_000
+                holder["ts_ns"] += steps * 60_000_000_000
             if payload.get("after"):
                 payload["after"]["name"] = f"replay {round_number}"
             lines.append(json.dumps(event))
-        offset = 10_000_000 + round_number * 10_000 + index * 1_000
+        offset = FIRST_OFFSET + round_number * 10_000 + index * 1_000
         target = folder / f"{TABLE}+0+{offset:010d}.json"
         target.with_suffix(".tmp").write_text("\n".join(lines) + "\n")
         target.with_suffix(".tmp").rename(target)
+
+
+def last_round(folder: Path) -> int:
+    """The highest round `replay` landed in `folder` before (0: none)."""
+    offsets = [int(path.stem.rsplit("+", 1)[1]) for path in folder.glob(f"{TABLE}+0+*.json")]
+    return max(
+        [(offset - FIRST_OFFSET) // 10_000 for offset in offsets if offset >= FIRST_OFFSET] + [0]
+    )
+
+
+def landed_steps(folder: Path) -> int:
+    """SHIFT steps past the highest log position landed in `folder`."""
+    highest = max(
+        json.loads(line)["payload"]["source"]["lsn"]
+        for path in folder.glob("*.json")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    )
+    return highest // SHIFT + 1
+
+
+def events_applied() -> tuple[str | None, int | None, int | None]:
+    """The run kind, events read and rows changed of the replayed table's newest audit row."""
+    from pyspark.sql import SparkSession
+
+    row = (
+        SparkSession.builder.getOrCreate()
+        .sql(
+            "select run_kind, events_read, rows_inserted + rows_updated + rows_deleted"
+            " from audit.cdc_run_audit"
+            " where relation_name = 'silver.t000_a' order by recorded_at desc limit 1"
+        )
+        .first()
+    )
+    return (row[0], row[1], row[2]) if row else (None, None, None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.work.resolve()
     landing, lakehouse, project = work / "landing", work / "lakehouse", work / "project"
     folder = landing / "topics" / TABLE / "partition=0"
-    sources = sorted(folder.glob("*.json"))[-2:]
+    first, base = last_round(folder) + 1, landed_steps(folder)
+    sources = sorted(
+        path for path in folder.glob("*.json") if int(path.stem.rsplit("+", 1)[1]) < FIRST_OFFSET
+    )[-2:]
     os.environ.update(
         DBT_PROFILES_DIR=str(REPO / "profiles"),
         CDC_LAKEHOUSE_DIR=str(lakehouse),
@@ -83,9 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = lakehouse / changed.LISTING_FILE
     command = ["build", "--vars", json.dumps({"cdc_landing_root": str(landing)})]
     seconds: dict[str, list[float]] = {"kept": [], "parsed": []}
-    for round_number in range(1, 2 * args.runs + 1):
-        kind = "kept" if round_number % 2 else "parsed"
-        replay(folder, sources, round_number)
+    for run in range(2 * args.runs):
+        round_number = first + run
+        kind = "parsed" if run % 2 else "kept"
+        replay(folder, sources, round_number, base)
         chosen, after_run, why = changed.next_run(project, str(landing), state, command)
         if chosen is None or not why.startswith("1 of "):
             raise RuntimeError(f"expected one changed table, got: {why}")
@@ -95,8 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not result.success:
             raise RuntimeError(f"{kind} run {round_number} failed: {result.exception}")
         after_run(result)
+        run_kind, events, rows = events_applied()
+        if run_kind != "incremental" or events != EVENTS or not rows:
+            raise RuntimeError(
+                f"{kind} run {run + 1} (round {round_number}) read {events} events and changed"
+                f" {rows} rows ({run_kind}): not a run that applies {EVENTS} new events"
+            )
         print(
-            json.dumps({"run": round_number, "kind": kind, "seconds": seconds[kind][-1]}),
+            json.dumps(
+                {
+                    "run": run + 1,
+                    "kind": kind,
+                    "events": events,
+                    "rows_changed": rows,
+                    "seconds": seconds[kind][-1],
+                }
+            ),
             flush=True,
         )
     summary = {
