@@ -3,7 +3,7 @@
     python -m benchmarks.kept_parse --work W --runs 6
 
 W is the work folder of a finished `python -m benchmarks.many_tables` run (its project, landing
-zone and lakehouse). Before each run, the two landing files of that benchmark's last round
+zone and lakehouse). Before each run, the landing files of that benchmark's last round
 (1,000 events into its first table: inserts, updates and deletes) land again as new files,
 their log positions, commit times and transaction ids moved past every event before them and
 the changed rows' names altered, so each run applies 1,000 new events to one table of 50. Runs
@@ -71,6 +71,23 @@ def replay(folder: Path, sources: Sequence[Path], round_number: int, base: int) 
         target.with_suffix(".tmp").rename(target)
 
 
+def round_files(folder: Path) -> list[Path]:
+    """The landing files of benchmarks.many_tables' last round in `folder`: the newest of its
+    own files (not replays) whose lines add up to its 1,000 events (the capture may have
+    landed them in two files or in three)."""
+    own = sorted(
+        path for path in folder.glob("*.json") if int(path.stem.rsplit("+", 1)[1]) < FIRST_OFFSET
+    )
+    files: list[Path] = []
+    lines = 0
+    while own and lines < EVENTS:
+        files.insert(0, own.pop())
+        lines += len(files[0].read_text().splitlines())
+    if lines != EVENTS:
+        raise RuntimeError(f"the newest files of {folder} hold {lines} events, not {EVENTS}")
+    return files
+
+
 def last_round(folder: Path) -> int:
     """The highest round `replay` landed in `folder` before (0: none)."""
     offsets = [int(path.stem.rsplit("+", 1)[1]) for path in folder.glob(f"{TABLE}+0+*.json")]
@@ -115,9 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     landing, lakehouse, project = work / "landing", work / "lakehouse", work / "project"
     folder = landing / "topics" / TABLE / "partition=0"
     first, base = last_round(folder) + 1, landed_steps(folder)
-    sources = sorted(
-        path for path in folder.glob("*.json") if int(path.stem.rsplit("+", 1)[1]) < FIRST_OFFSET
-    )[-2:]
+    sources = round_files(folder)
     os.environ.update(
         DBT_PROFILES_DIR=str(REPO / "profiles"),
         CDC_LAKEHOUSE_DIR=str(lakehouse),
