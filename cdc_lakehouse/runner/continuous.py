@@ -15,7 +15,14 @@ With `--changed-only`, each run builds only the tables whose landing topics chan
 last successful run, and what depends on them, and a run where nothing landed is skipped
 (`cdc_lakehouse.runner.changed`): the cost of a run follows the tables that changed.
 
-Each run prints one JSON line (start time, seconds, success). A failed run is reported and the
+With `--compact-every N`, after every N runs that built tables the loop compacts the tables
+those runs built (`dbt run-operation cdc_compact --args '{models: [...]}'`, with the command's
+`--vars`, `--target` and paths): each incremental MERGE of a merge-on-read table leaves delete
+files and small files that every later run reads, so a loop's runs grow slower run after run
+until the tables are compacted (docs/schedule.md, "Compaction").
+
+Each run prints one JSON line (start time, seconds, success; `compacted`: what compaction did
+after it). A failed run is reported and the
 loop goes on with the next one; with `--runs`, the exit status is that of the last run. The
 embedded Derby metastore admits one process: while the loop runs, other dbt commands on the
 same lakehouse fail; with a shared metastore (`CDC_METASTORE_URI`, `devstack.metastore`)
@@ -34,6 +41,38 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+def built_tables(result: Any) -> set[str]:
+    """Names of the models a dbt invocation's result built as tables (materialized `table` or
+    `incremental`, status success): the tables its writes went to."""
+    names = set()
+    for entry in getattr(getattr(result, "result", None), "results", None) or ():
+        node = getattr(entry, "node", None)
+        if (
+            node is not None
+            and node.resource_type == "model"
+            and entry.status == "success"
+            and node.config.materialized in ("table", "incremental")
+        ):
+            names.add(node.name)
+    return names
+
+
+def compaction_command(models: Sequence[str], run_command: Sequence[str]) -> list[str]:
+    """`dbt run-operation cdc_compact` of `models`, with the options of `run_command` that
+    `dbt parse` takes (its `--vars`, `--target`, profile and paths): the same lakehouse and
+    target, and the parsed project the runs keep."""
+    from cdc_lakehouse.runner.parsed import parse_options
+
+    arguments = json.dumps({"models": sorted(models)})
+    return [
+        "run-operation",
+        "cdc_compact",
+        "--args",
+        arguments,
+        *(parse_options(run_command) or []),
+    ]
+
+
 def invoke_repeatedly(
     command: Sequence[str],
     *,
@@ -42,16 +81,24 @@ def invoke_repeatedly(
     before_each: Callable[[], object] | None = None,
     choose: Callable[[list[str]], tuple[list[str] | None, Callable[[Any], None], str]]
     | None = None,
+    compact_every: int = 0,
+    project: Any = None,
 ) -> Iterator[dict[str, Any]]:
     """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
     seconds after the previous one started; `before_each` runs first (untimed). `choose`, when
     given, turns the command into this run's (None: skip the run) and returns what to call
-    with dbt's result after the run (success or not), and why. Yields one report per run: run
-    number, start time, seconds, success (and the error, if any)."""
+    with dbt's result after the run (success or not), and why. With `compact_every`, after
+    every that many runs that built tables, the tables built since the last compaction are
+    compacted (`compaction_command`; a failed compaction is reported and tried again after the
+    next such runs). Yields one report per run: run number, start time, seconds, success (and
+    the error, if any; `compacted`: the models, seconds and success of a compaction after it).
+    `project` invokes dbt (default: a ParsedProject)."""
     from cdc_lakehouse.runner.parsed import ParsedProject
 
     # parsed once, then again only when the project or the parse options change (parsed.py)
-    project = ParsedProject()
+    project = ParsedProject() if project is None else project
+    to_compact: set[str] = set()
+    runs_since_compaction = 0
     run = 0
     while runs == 0 or run < runs:
         run += 1
@@ -61,6 +108,7 @@ def invoke_repeatedly(
         at = datetime.now(UTC).isoformat(timespec="seconds")
         this_run, after_run, why = list(command), None, None
         error: BaseException | None = None
+        result: Any = None
         try:
             if choose is not None:
                 chosen, after_run, why = choose(list(command))
@@ -86,10 +134,34 @@ def invoke_repeatedly(
             report["skipped"] = True
         if error is not None:
             report["error"] = str(error)
+        built = built_tables(result) if this_run is not None and error is None else set()
+        if compact_every > 0 and built:
+            to_compact |= built
+            runs_since_compaction += 1
+            if runs_since_compaction >= compact_every:
+                report["compacted"] = compact(project, sorted(to_compact), this_run or command)
+                runs_since_compaction = 0
+                if report["compacted"]["success"]:
+                    to_compact.clear()
         yield report
         if runs and run >= runs:
             break
         time.sleep(max(0.0, every - (time.monotonic() - started)))
+
+
+def compact(project: Any, models: list[str], run_command: Sequence[str]) -> dict[str, Any]:
+    """Compact the tables of `models` through `project` (a ParsedProject); what it did."""
+    started = time.monotonic()
+    done: dict[str, Any] = {"models": len(models)}
+    try:
+        result = project.invoke(compaction_command(models, run_command))
+        done["success"] = bool(result.success)
+        if result.exception is not None:
+            done["error"] = str(result.exception)
+    except Exception as exc:  # a failed compaction must not end the loop
+        done.update(success=False, error=str(exc))
+    done["seconds"] = round(time.monotonic() - started, 2)
+    return done
 
 
 def changed_only_chooser() -> Callable[
@@ -127,13 +199,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="build only the tables whose landing topics changed (cdc_lakehouse.runner.changed)",
     )
+    parser.add_argument(
+        "--compact-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="compact the tables built, after every N runs that built tables (0: never)",
+    )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     success = True
     choose = changed_only_chooser() if args.changed_only else None
     try:
-        for report in invoke_repeatedly(command, runs=args.runs, every=args.every, choose=choose):
+        for report in invoke_repeatedly(
+            command,
+            runs=args.runs,
+            every=args.every,
+            choose=choose,
+            compact_every=args.compact_every,
+        ):
             success = report["success"]
             print(json.dumps(report), flush=True)
     except KeyboardInterrupt:

@@ -763,3 +763,73 @@ def test_pipeline_columns_are_the_same_on_both_sides() -> None:
     model = yaml.safe_load(path.read_text())["models"][0]
     names = [c["name"] for c in model["columns"] if c["name"].startswith("_cdc_")]
     assert tuple(names) == generate.SILVER_COLUMNS, model["name"]
+
+
+def _built(*entries: tuple[str, str, str]) -> SimpleNamespace:
+    """A dbt result as `dbtRunner().invoke(...)` returns it: (model name, materialization,
+    status) per node, with dbt's own enums."""
+    from dbt.artifacts.schemas.results import RunStatus
+    from dbt.node_types import NodeType
+
+    results = [
+        SimpleNamespace(
+            status=RunStatus(status),
+            node=SimpleNamespace(
+                name=name,
+                resource_type=NodeType.Model,
+                config=SimpleNamespace(materialized=materialized),
+            ),
+        )
+        for name, materialized, status in entries
+    ]
+    return SimpleNamespace(success=True, exception=None, result=SimpleNamespace(results=results))
+
+
+def test_the_driver_compacts_what_its_runs_built_every_n_runs_that_built_tables() -> None:
+    """`continuous --compact-every 2`: after every second run that built tables, one
+    `run-operation cdc_compact` of the table and incremental models those runs built (views and
+    failed models aside), with the runs' parse options (dbt's own parser accepts it); runs that
+    built nothing do not count; a failed compaction keeps its models for the next one."""
+    from dbt.cli.main import cli
+
+    from cdc_lakehouse.runner import continuous
+
+    runs = iter(
+        [
+            _built(("bronze_a", "incremental", "success"), ("stg_a", "view", "success")),
+            _built(),  # nothing landed
+            _built(("a", "incremental", "success"), ("a_history", "incremental", "error")),
+            _built(("bronze_b", "incremental", "success")),
+            _built(("dim", "table", "success")),
+            _built(("b", "incremental", "success")),
+        ]
+    )
+    compactions: list[list[str]] = []
+    outcomes = iter([False, True])
+
+    class Project:
+        def invoke(self, args: list[str]) -> SimpleNamespace:
+            if args[0] != "run-operation":
+                return next(runs)
+            compactions.append(args)
+            return SimpleNamespace(success=next(outcomes), exception=None)
+
+    command = ["build", "--select", "x+", "--vars", '{"cdc_landing_root": "l"}', "-t", "cluster"]
+    reports = list(
+        continuous.invoke_repeatedly(command, runs=6, compact_every=2, project=Project())
+    )
+    assert [r.get("compacted", {}).get("success") for r in reports] == [
+        None, None, False, None, True, None
+    ]  # fmt: skip
+    first, second = compactions
+    assert first[:3] == ["run-operation", "cdc_compact", "--args"]
+    assert first[4:] == ["--vars", '{"cdc_landing_root": "l"}', "-t", "cluster"]
+    assert yaml.safe_load(first[3]) == {"models": ["a", "bronze_a"]}
+    # the failed compaction's models again, with those built since
+    assert yaml.safe_load(second[3]) == {"models": ["a", "bronze_a", "bronze_b", "dim"]}
+    context = cli.commands["run-operation"].make_context(
+        "run-operation",
+        [*first[1:], "--profiles-dir", str(REPO / "profiles"), "--project-dir", str(REPO)],
+    )
+    assert context.params["macro"] == "cdc_compact"
+    assert context.params["target"] == "cluster"

@@ -4,12 +4,14 @@
   Delta (CDC_TABLE_FORMAT=delta): OPTIMIZE, REORG ... APPLY (PURGE) and VACUUM, the same jobs
   under Delta's names (each macro says which). Hudi (CDC_TABLE_FORMAT=hudi): its clustering and
   cleaning procedures (`call run_clustering`, `call run_clean`). Every operation takes `tables` (a list of
-  `schema.table` names) and otherwise acts on every table the project builds (models materialized as table or incremental, plus the
+  `schema.table` names) or `models` (a list of model names: their tables, side tables included)
+  and otherwise acts on every table the project builds (models materialized as table or incremental, plus the
   `<silver>__cdc_tombstones` tables beside silver models and the `<bronze>__cdc_loaded_files`
-  tables beside bronze models):
+  tables beside bronze models; those that exist):
 
     dbt run-operation cdc_compact
     dbt run-operation cdc_compact --args '{tables: [silver.customers]}'
+    dbt run-operation cdc_compact --args '{models: [customers, customers_history]}'
     dbt run-operation cdc_expire_snapshots --args '{older_than: "2024-06-01 00:00:00", retain_last: 5}'
     dbt run-operation cdc_remove_orphan_files --args '{dry_run: true}'
 
@@ -17,16 +19,21 @@
   compaction racing a merge wastes the work of one of them).
 #}
 
-{#- `schema.table` names of the project's tables that exist, or `tables` as given. -#}
-{% macro cdc_maintenance_tables(tables=none) %}
+{#- `schema.table` names of the project's tables that exist (of the models named in `models`
+    only, when given), or `tables` as given. -#}
+{% macro cdc_maintenance_tables(tables=none, models=none) %}
     {%- if tables is not none -%}
         {{ return([tables] if tables is string else tables) }}
     {%- endif -%}
+    {%- set models = [models] if models is string else models -%}
     {%- set found = [] -%}
+    {%- set named = [] -%}
     {%- for node in graph.nodes.values() -%}
         {%- set materialized = node.config.get('materialized') -%}
         {%- if node.resource_type == 'model' and materialized in ('table', 'incremental')
+            and (models is none or node.name in models)
             and node.config.get('file_format') in ('iceberg', 'delta', 'hudi') -%}
+            {%- do named.append(node.name) -%}
             {%- set names = [node.alias] -%}
             {%- if node.config.get('incremental_strategy') == 'cdc_merge' -%}
                 {%- do names.append(node.alias ~ '__cdc_tombstones') -%}
@@ -41,6 +48,10 @@
             {%- endfor -%}
         {%- endif -%}
     {%- endfor -%}
+    {%- set unknown = (models or []) | reject('in', named) | list -%}
+    {%- if unknown -%}
+        {{ exceptions.raise_compiler_error("models: " ~ unknown | join(', ') ~ ": no table or incremental model of the project has that name") }}
+    {%- endif -%}
     {{ return(found) }}
 {% endmacro %}
 
@@ -68,14 +79,14 @@
   1 GiB), then REORG TABLE ... APPLY (PURGE), which rewrites the files that deletion vectors
   (Delta's merge-on-read deletes) point at.
 #}
-{% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog') %}
+{% macro cdc_compact(tables=none, target_file_size_mb=none, catalog='spark_catalog', models=none) %}
     {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi: clustering bin-packs the small files of every file group into files of
             `target_file_size_mb` (default Hudi's 1 GiB). The project's Hudi tables are
             copy-on-write: no delete files or logs to fold in. -#}
         {%- set options = ["hoodie.clustering.plan.strategy.small.file.limit=" ~ ((target_file_size_mb or 1024) * 1048576) | int,
                            "hoodie.clustering.plan.strategy.target.file.max.bytes=" ~ ((target_file_size_mb or 1024) * 1048576) | int] -%}
-        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
             {%- set result = run_query("call run_clustering(table => '" ~ table ~ "', options => '" ~ options | join(',') ~ "')") -%}
             {{ log(table ~ ': clustering ' ~ (result.rows | length) ~ ' plan(s) run', info=True) }}
         {%- endfor -%}
@@ -85,7 +96,7 @@
         {%- if target_file_size_mb is not none -%}
             {%- do run_query("set spark.databricks.delta.optimize.maxFileSize = " ~ (target_file_size_mb * 1048576) | int) -%}
         {%- endif -%}
-        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
             {%- set result = run_query("optimize " ~ table) -%}
             {%- set metrics = result.rows[0]['metrics'] if result.rows | length > 0 else none -%}
             {{ log(table ~ ': optimize ' ~ (metrics | string if metrics is not none else 'done'), info=True) }}
@@ -98,7 +109,7 @@
     {%- if target_file_size_mb is not none -%}
         {%- do options.append("'target-file-size-bytes', '" ~ (target_file_size_mb * 1048576) | int ~ "'") -%}
     {%- endif -%}
-    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
         {%- do cdc_lakehouse.cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_data_files(table => '"
             ~ table ~ "', options => map(" ~ options | join(', ') ~ "))") -%}
         {%- do cdc_lakehouse.cdc_call_procedure(table, "call " ~ catalog ~ ".system.rewrite_position_delete_files(table => '"
@@ -115,7 +126,7 @@
   Delta's 7 days; `retain_last` has no Delta equivalent: the log keeps versions for the table's
   `delta.logRetentionDuration`). See cdc_delta_vacuum.
 #}
-{% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog') %}
+{% macro cdc_expire_snapshots(tables=none, older_than=none, retain_last=1, catalog='spark_catalog', models=none) %}
     {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi: the cleaner deletes the file versions that no retained commit reads: those
             older than `older_than` (KEEP_LATEST_BY_HOURS), else all but the last
@@ -126,16 +137,16 @@
         {%- else -%}
             {%- set args = "clean_policy => 'KEEP_LATEST_COMMITS', retain_commits => " ~ ([retain_last, 1] | max) -%}
         {%- endif -%}
-        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+        {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
             {%- do cdc_lakehouse.cdc_call_procedure(table, "call run_clean(table => '" ~ table ~ "', " ~ args ~ ")") -%}
         {%- endfor -%}
         {{ return('') }}
     {%- endif -%}
     {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
-        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, false) -%}
+        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, false, models) -%}
         {{ return('') }}
     {%- endif -%}
-    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
         {%- set args = ["table => '" ~ table ~ "'", "retain_last => " ~ retain_last] -%}
         {%- if older_than is not none -%}
             {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
@@ -153,17 +164,17 @@
   Delta: VACUUM too (it removes unreferenced files, a failed write's included), `DRY RUN` when
   `dry_run`.
 #}
-{% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog') %}
+{% macro cdc_remove_orphan_files(tables=none, older_than=none, dry_run=false, catalog='spark_catalog', models=none) %}
     {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {{ exceptions.raise_compiler_error("cdc_remove_orphan_files: Hudi has no such procedure, and needs none: "
             ~ "a failed write's files are rolled back by Hudi on the next write to the table, and "
             ~ "superseded files are removed by its cleaner (dbt run-operation cdc_expire_snapshots)") }}
     {%- endif -%}
     {%- if cdc_lakehouse.cdc_table_format() == 'delta' -%}
-        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, dry_run) -%}
+        {%- do cdc_lakehouse.cdc_delta_vacuum(tables, older_than, dry_run, models) -%}
         {{ return('') }}
     {%- endif -%}
-    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
         {%- set args = ["table => '" ~ table ~ "'", "dry_run => " ~ (dry_run | string | lower)] -%}
         {%- if older_than is not none -%}
             {%- do args.append("older_than => timestamp '" ~ older_than ~ "'") -%}
@@ -182,13 +193,13 @@
   a write in progress, or to a reader's version): that check stays on here, so `older_than`
   must be a week old or more unless the session turns it off.
 #}
-{% macro cdc_delta_vacuum(tables, older_than, dry_run) %}
+{% macro cdc_delta_vacuum(tables, older_than, dry_run, models=none) %}
     {%- set retain = '' -%}
     {%- if older_than is not none -%}
         {%- set hours = run_query("select cast(ceil((unix_timestamp(current_timestamp()) - unix_timestamp(timestamp '" ~ older_than ~ "')) / 3600) as bigint)").rows[0][0] -%}
         {%- set retain = ' retain ' ~ ([hours, 0] | max) ~ ' hours' -%}
     {%- endif -%}
-    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables) -%}
+    {%- for table in cdc_lakehouse.cdc_maintenance_tables(tables, models) -%}
         {%- set result = run_query("vacuum " ~ table ~ retain ~ (" dry run" if dry_run else "")) -%}
         {{ log(table ~ ': vacuum' ~ retain ~ (': ' ~ (result.rows | length) ~ ' file(s) would be deleted' if dry_run else ' done'), info=True) }}
     {%- endfor -%}

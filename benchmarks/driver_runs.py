@@ -1,0 +1,116 @@
+"""The long-lived driver's runs of 1,000 events into one table, run after run: how their time
+grows, and what compacting the tables every N runs does to it.
+
+    python -m benchmarks.driver_runs --work W --runs 24
+    python -m benchmarks.driver_runs --work W --runs 24 --compact-every 4
+
+W is the work folder of a finished `python -m benchmarks.many_tables` run. Before each run
+(untimed) the last round of that benchmark (1,000 events into its first table: inserts, updates
+and deletes) lands again as new events (benchmarks.kept_parse's replay), then the driver
+(`cdc_lakehouse.runner.continuous --changed-only -- build`, in this process) builds the changed
+table and what depends on it, its data tests included. With `--compact-every N` the driver
+compacts the tables its runs built after every N of them (`run-operation cdc_compact`), outside
+the run's seconds: the compaction's own seconds are printed beside them. Every run must read
+the 1,000 events and change rows (the run audit), or the benchmark stops.
+
+Prints one JSON line per run, then the summary: the medians of the runs' seconds by quarter
+(the first run, which starts the JVM, left out of the first), and the compactions' seconds.
+Run it on two work folders built alike, one with compaction and one without: each run changes
+the folder for the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.kept_parse import (
+    EVENTS,
+    TABLE,
+    events_applied,
+    landed_steps,
+    last_round,
+    replay,
+    round_files,
+)
+from benchmarks.project import REPO
+
+
+def quarters(seconds: list[float]) -> list[float]:
+    """Medians of the runs' seconds in four consecutive groups, the first run left out."""
+    warm = seconds[1:]
+    size = max(1, len(warm) // 4)
+    groups = [warm[i * size : (i + 1) * size] for i in range(3)] + [warm[3 * size :]]
+    return [round(statistics.median(group), 2) for group in groups if group]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.driver_runs", description=__doc__)
+    parser.add_argument("--work", type=Path, required=True, help="a many_tables work folder")
+    parser.add_argument("--runs", type=int, default=24)
+    parser.add_argument("--compact-every", type=int, default=0, metavar="N")
+    args = parser.parse_args(argv)
+    work = args.work.resolve()
+    landing, lakehouse, project = work / "landing", work / "lakehouse", work / "project"
+    folder = landing / "topics" / TABLE / "partition=0"
+    first, base = last_round(folder) + 1, landed_steps(folder)
+    sources = round_files(folder)
+    os.environ.update(
+        DBT_PROFILES_DIR=str(REPO / "profiles"),
+        CDC_LAKEHOUSE_DIR=str(lakehouse),
+        CDC_LANDING_ROOT=str(landing),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+    )
+    os.chdir(project)
+    from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
+
+    rounds = iter(range(first, first + args.runs))
+
+    def before_each() -> None:
+        replay(folder, sources, next(rounds), base)
+
+    command = ["build", "--vars", json.dumps({"cdc_landing_root": str(landing)})]
+    seconds: list[float] = []
+    compactions: list[dict[str, object]] = []
+    for report in invoke_repeatedly(
+        command,
+        runs=args.runs,
+        before_each=before_each,
+        choose=changed_only_chooser(),
+        compact_every=args.compact_every,
+    ):
+        if not report["success"]:
+            raise RuntimeError(f"run {report['run']} failed: {report}")
+        run_kind, events, rows = events_applied()
+        if run_kind != "incremental" or events != EVENTS or not rows:
+            raise RuntimeError(
+                f"run {report['run']} read {events} events and changed {rows} rows ({run_kind})"
+            )
+        seconds.append(report["seconds"])
+        line = {"run": report["run"], "seconds": report["seconds"], "rows_changed": rows}
+        if "compacted" in report:
+            compactions.append({"after_run": report["run"], **report["compacted"]})
+            line["compacted"] = report["compacted"]
+            if not report["compacted"]["success"]:
+                raise RuntimeError(f"compaction after run {report['run']} failed: {report}")
+        print(json.dumps(line), flush=True)
+    summary = {
+        "runs": args.runs,
+        "compact_every": args.compact_every,
+        "seconds": seconds,
+        "median_by_quarter": quarters(seconds),
+        "compactions": compactions,
+    }
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    os._exit(status)  # the JVM's non-daemon threads would keep a normal exit waiting
