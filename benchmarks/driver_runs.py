@@ -28,6 +28,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.kept_parse import (
     EVENTS,
@@ -67,9 +68,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         DBT_SEND_ANONYMOUS_USAGE_STATS="false",
     )
     os.chdir(project)
+    from dbt_common.invocation import get_invocation_id
+
     from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
 
     rounds = iter(range(first, first + args.runs))
+    chooser = changed_only_chooser()
+    builds: list[str] = []  # each run's dbt invocation id (a compaction after it has its own)
+
+    def choose(run_command: list[str]) -> tuple[list[str] | None, Any, str]:
+        chosen, after_run, why = chooser(run_command)
+
+        def after(result: Any) -> None:
+            builds.append(get_invocation_id())
+            after_run(result)
+
+        return chosen, after, why
 
     def before_each() -> None:
         replay(folder, sources, next(rounds), base)
@@ -81,12 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         command,
         runs=args.runs,
         before_each=before_each,
-        choose=changed_only_chooser(),
+        choose=choose,
         compact_every=args.compact_every,
     ):
         if not report["success"]:
             raise RuntimeError(f"run {report['run']} failed: {report}")
-        run_kind, events, rows = events_applied()
+        run_kind, events, rows = events_applied(builds[-1])
         if run_kind != "incremental" or events != EVENTS or not rows:
             raise RuntimeError(
                 f"run {report['run']} read {events} events and changed {rows} rows ({run_kind})"

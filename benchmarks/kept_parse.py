@@ -36,9 +36,8 @@ from benchmarks.project import REPO
 
 TABLE = "app.app.t000_a"
 SHIFT = 1_000_000_000  # log positions between two replays
-FIRST_OFFSET = (
-    10_000_000  # file offsets of the replays: FIRST_OFFSET + round * 10,000 + file * 1,000
-)
+# file offsets of the replays: FIRST_OFFSET + round * 10,000 + file * 1,000
+FIRST_OFFSET = 10_000_000
 EVENTS = 1_000  # events of the last round of benchmarks.many_tables
 
 
@@ -107,8 +106,10 @@ def landed_steps(folder: Path) -> int:
     return highest // SHIFT + 1
 
 
-def events_applied() -> tuple[str | None, int | None, int | None]:
-    """The run kind, events read and rows changed of the replayed table's newest audit row."""
+def events_applied(invocation: str | None = None) -> tuple[str | None, int | None, int | None]:
+    """The run kind, events read and rows changed of the replayed table in the run audit's row
+    of dbt invocation `invocation` (default: the last one; none: it wrote no row for it)."""
+    from dbt_common.invocation import get_invocation_id
     from pyspark.sql import SparkSession
 
     row = (
@@ -116,7 +117,8 @@ def events_applied() -> tuple[str | None, int | None, int | None]:
         .sql(
             "select run_kind, events_read, rows_inserted + rows_updated + rows_deleted"
             " from audit.cdc_run_audit"
-            " where relation_name = 'silver.t000_a' order by recorded_at desc limit 1"
+            " where relation_name = 'silver.t000_a'"
+            f" and invocation_id = '{invocation or get_invocation_id()}'"
         )
         .first()
     )
