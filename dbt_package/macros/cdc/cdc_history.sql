@@ -28,7 +28,9 @@
   log so that the model's own query stays small (Spark inlines CTEs: every decision left to SQL
   multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
-  cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change) and
+  cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change),
+  `key_changes` (the change log holds a primary-key change at all: cdc_has_key_changes, asked
+  in the same query) and
   `newest` (SQL expression of the newest `_cdc_loaded_at`), and `queried` (true: the scope was
   read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint).
   A dbt unit test, whose fixtures cannot be queried here, overrides it.
@@ -57,10 +59,14 @@
             where _cdc_loaded_at > {{ watermark }}
         ),
 
+        key_change_seqs as (
+            {{ cdc_lakehouse.cdc_key_change_sequences(changes) }}
+        ),
+
         key_change_keys as (
             select {{ key_list }}
             from {{ changes }}
-            where _cdc_op in ('c', 'd') and _cdc_seq in ({{ cdc_lakehouse.cdc_key_change_sequences(changes) }})
+            where _cdc_op in ('c', 'd') and _cdc_seq in (select _cdc_seq from key_change_seqs)
         )
 
         select
@@ -72,12 +78,14 @@
                 from new_changes
                 left semi join key_change_keys using ({{ key_list }})
                 where new_changes._cdc_op != 't'
-            )
+            ),
+            (select count(*) from key_change_seqs)
         from new_changes
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
     {{ return({
         'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
+        'key_changes': row[4] > 0,
         'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true, 'watermark': watermark,
     }) }}
 {% endmacro %}
@@ -114,7 +122,7 @@ where false
 {{ cdc_lakehouse.cdc_batch_kind_note('changes' if scope is not none else 'full') }}
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
-{%- set key_changes = cdc_lakehouse.cdc_has_key_changes(changes) %}
+{%- set key_changes = scope.key_changes if scope is not none and scope.get('key_changes') is not none else cdc_lakehouse.cdc_has_key_changes(changes) %}
 
 with
 
