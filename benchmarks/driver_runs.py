@@ -30,16 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kept_parse import (
-    EVENTS,
-    TABLE,
-    events_applied,
-    landed_steps,
-    last_round,
-    replay,
-    round_files,
-)
-from benchmarks.project import REPO
+from benchmarks.kept_parse import EVENTS, Replays, events_applied
 
 
 def quarters(seconds: list[float]) -> list[float]:
@@ -56,23 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=24)
     parser.add_argument("--compact-every", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
-    work = args.work.resolve()
-    landing, lakehouse, project = work / "landing", work / "lakehouse", work / "project"
-    folder = landing / "topics" / TABLE / "partition=0"
-    first, base = last_round(folder) + 1, landed_steps(folder)
-    sources = round_files(folder)
-    os.environ.update(
-        DBT_PROFILES_DIR=str(REPO / "profiles"),
-        CDC_LAKEHOUSE_DIR=str(lakehouse),
-        CDC_LANDING_ROOT=str(landing),
-        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
-    )
-    os.chdir(project)
+    replays = Replays(args.work)
+
     from dbt_common.invocation import get_invocation_id
 
     from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
 
-    rounds = iter(range(first, first + args.runs))
     chooser = changed_only_chooser()
     builds: list[str] = []  # each run's dbt invocation id (a compaction after it has its own)
 
@@ -85,16 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return chosen, after, why
 
-    def before_each() -> None:
-        replay(folder, sources, next(rounds), base)
-
-    command = ["build", "--vars", json.dumps({"cdc_landing_root": str(landing)})]
+    command = ["build", "--vars", json.dumps({"cdc_landing_root": str(replays.landing)})]
     seconds: list[float] = []
     compactions: list[dict[str, object]] = []
     for report in invoke_repeatedly(
         command,
         runs=args.runs,
-        before_each=before_each,
+        before_each=replays.land,
         choose=choose,
         compact_every=args.compact_every,
     ):

@@ -125,23 +125,42 @@ def events_applied(invocation: str | None = None) -> tuple[str | None, int | Non
     return (row[0], row[1], row[2]) if row else (None, None, None)
 
 
+class Replays:
+    """The replays of a many_tables work folder's last round, for runs in this process: opening
+    it reads the round's files and where earlier replays stopped, sets the environment dbt needs
+    for the folder's lakehouse and enters its project; `land()` lands the next round."""
+
+    def __init__(self, work: Path) -> None:
+        work = work.resolve()
+        self.landing, self.lakehouse = work / "landing", work / "lakehouse"
+        self.project = work / "project"
+        self.folder = self.landing / "topics" / TABLE / "partition=0"
+        self.round, self.base = last_round(self.folder), landed_steps(self.folder)
+        self.sources = round_files(self.folder)
+        os.environ.update(
+            DBT_PROFILES_DIR=str(REPO / "profiles"),
+            CDC_LAKEHOUSE_DIR=str(self.lakehouse),
+            CDC_LANDING_ROOT=str(self.landing),
+            DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        )
+        os.chdir(self.project)
+
+    def land(self) -> int:
+        """Land the next round; its number."""
+        self.round += 1
+        replay(self.folder, self.sources, self.round, self.base)
+        return self.round
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kept_parse", description=__doc__)
     parser.add_argument("--work", type=Path, required=True, help="a many_tables work folder")
     parser.add_argument("--runs", type=int, default=6, help="runs of each kind, the first left out")
     args = parser.parse_args(argv)
-    work = args.work.resolve()
-    landing, lakehouse, project = work / "landing", work / "lakehouse", work / "project"
-    folder = landing / "topics" / TABLE / "partition=0"
-    first, base = last_round(folder) + 1, landed_steps(folder)
-    sources = round_files(folder)
-    os.environ.update(
-        DBT_PROFILES_DIR=str(REPO / "profiles"),
-        CDC_LAKEHOUSE_DIR=str(lakehouse),
-        CDC_LANDING_ROOT=str(landing),
-        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
-    )
-    os.chdir(project)
+    if args.runs < 2:
+        parser.error("--runs: at least 2 (the first run of each kind is left out)")
+    replays = Replays(args.work)
+    landing, lakehouse, project = replays.landing, replays.lakehouse, replays.project
     from dbt.cli.main import dbtRunner
 
     from cdc_lakehouse.runner import changed
@@ -152,9 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = ["build", "--vars", json.dumps({"cdc_landing_root": str(landing)})]
     seconds: dict[str, list[float]] = {"kept": [], "parsed": []}
     for run in range(2 * args.runs):
-        round_number = first + run
         kind = "parsed" if run % 2 else "kept"
-        replay(folder, sources, round_number, base)
+        round_number = replays.land()
         chosen, after_run, why = changed.next_run(project, str(landing), state, command)
         if chosen is None or not why.startswith("1 of "):
             raise RuntimeError(f"expected one changed table, got: {why}")
