@@ -342,14 +342,40 @@ def show(lakehouse: Path, sql: str) -> list[dict[str, Any]]:
     raise AssertionError(f"no rows in dbt show's output:\n{out[-2000:]}")
 
 
+# The lines of dbt's output that name a failure and its causes: dbt's own ("Runtime Error in
+# model ..."), the errors the Spark driver logged (profiles/log4j2.properties: `12:34:56 ERROR
+# Class: message`), and every exception and `Caused by:` of a Java stack trace, whose frames
+# fill the output's end. CI shows a part of a failed run's output: a failure's causes must come
+# first, not 80 lines of frames after them.
+_CAUSE_MARKERS = (" Error in ", " ERROR ", "Caused by: ", "Exception: ", "Error: ")
+
+
+def failure_causes(output: str, limit: int = 40) -> list[str]:
+    """The lines of `output` that name a failure's causes, each once, in order, at most
+    `limit` (stack frames `at ...` and `... N more` are never causes)."""
+    causes: list[str] = []
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith(("at ", "... ")) or not any(m in text for m in _CAUSE_MARKERS):
+            continue
+        if text not in causes:
+            causes.append(text[:400])
+    return causes[:limit]
+
+
 def _checked(
     result: subprocess.CompletedProcess[str], args: list[str], check: bool
 ) -> subprocess.CompletedProcess[str]:
-    """`result` of `dbt <args>`; when `check`, an error with the end of dbt's output if the
-    command failed."""
+    """`result` of `dbt <args>`; when `check`, an error with the failure's causes
+    (`failure_causes`), then the end of dbt's output, if the command failed."""
     if check and result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-80:])
-        raise AssertionError(f"dbt {' '.join(args)} failed ({result.returncode}):\n{tail}")
+        output = result.stdout + result.stderr
+        causes = "\n".join(failure_causes(output))
+        tail = "\n".join(output.splitlines()[-80:])
+        raise AssertionError(
+            f"dbt {' '.join(args)} failed ({result.returncode}); causes:\n{causes}\n"
+            f"--- the end of its output:\n{tail}"
+        )
     return result
 
 

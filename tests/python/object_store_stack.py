@@ -20,14 +20,16 @@ imported it would get a second stack of its own.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pytest
-from lakehouse import copy_landing
+from lakehouse import copy_landing, failure_causes
 
 from devstack import metastore, objectstore
 from devstack.pg import TemporaryPostgres, free_port
@@ -44,6 +46,7 @@ class ObjectStoreStack:
     store: objectstore.ObjectStoreState
     service: metastore.MetastoreState
     credentials: dict[str, str]
+    logs: dict[str, Path] = field(default_factory=dict)
     scenarios: list[str] = field(default_factory=list)
 
     @property
@@ -59,17 +62,61 @@ class ObjectStoreStack:
 
     @contextmanager
     def environ(self) -> Iterator[None]:
-        """`env` in `os.environ` for the block: the processes started in it inherit it."""
+        """`env` in `os.environ` for the block: the processes started in it inherit it. A
+        failure in the block gets the services' logged errors (`service_errors`) as a note:
+        a client sees a failed metastore call as "commit state unknown", its cause is in
+        the service's log, which ends with the session."""
         with pytest.MonkeyPatch.context() as patch:
             for name, value in self.env.items():
                 patch.setenv(name, value)
-            yield
+            try:
+                yield
+            except BaseException as failure:
+                failure.add_note(self.service_errors())
+                raise
+
+    def service_errors(self) -> str:
+        """The errors the services logged, each entry's first line and causes."""
+        return "\n".join(
+            f"--- errors in the {name} log ({path}):\n" + "\n".join(logged_errors(path))
+            for name, path in self.logs.items()
+        )
 
     def begin(self, scenario: str) -> list[str]:
         """Record that `scenario` starts using the lakehouse; returns the scenarios before it."""
         before = list(self.scenarios)
         self.scenarios.append(scenario)
         return before
+
+
+# A log entry's first line: a Java service's starts with its time (`12:34:56.789 [thread]
+# LEVEL`), a Go service's (the store's glog lines) with its level and date (`E1205 ...`).
+_ENTRY = re.compile(r"^(\d\d:\d\d:\d\d\.\d{3} |[IWEF]\d{4} )")
+_ERROR = re.compile(r"^(\d\d:\d\d:\d\d\.\d{3} \[[^]]*\] (ERROR|FATAL) |[EF]\d{4} )")
+# What Thrift (0.12) logs at ERROR each time a client closes its connection: not a failure.
+_CLIENT_CLOSED = ("Thrift error occurred during processing of message", "TTransportException: null")
+
+
+def logged_errors(log: Path, limit: int = 60) -> list[str]:
+    """The error entries of a service's log, each as its first line and causes, the last
+    `limit` lines; the metastore's entries for clients that closed their connection left out."""
+    if not log.exists():
+        return ["(no log)"]
+    entries: list[list[str]] = []
+    for line in log.read_text(errors="replace").splitlines():
+        if _ENTRY.match(line) or not entries:
+            entries.append([line])
+        else:
+            entries[-1].append(line)
+    lines: list[str] = []
+    for entry in entries:
+        text = "\n".join(entry)
+        if not _ERROR.match(entry[0]) or all(marker in text for marker in _CLIENT_CLOSED):
+            continue
+        first = entry[0][:400]
+        causes = [f"  {cause}" for cause in failure_causes(text, 10) if cause != first.strip()]
+        lines += [first, *causes]
+    return lines[-limit:] or ["(none)"]
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +147,11 @@ def object_store_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Obj
                     port=free_port(),
                     warehouse=WAREHOUSE,
                 )
-            yield ObjectStoreStack(store=store, service=service, credentials=credentials)
+            logs = {
+                "metastore service": root / "metastore" / "metastore.log",
+                "object store": root / "objectstore" / "objectstore.log",
+            }
+            yield ObjectStoreStack(store, service, credentials, logs)
         finally:
             metastore.stop(root / "metastore")
             objectstore.stop(root / "objectstore")
