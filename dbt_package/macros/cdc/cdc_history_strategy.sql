@@ -2,7 +2,7 @@
   Incremental strategy `cdc_history`: apply a history model's incremental select (see cdc_history:
   every version of each recomputed key) to the history table in one MERGE on key +
   `_cdc_valid_from_seq`, deleting the stored versions of those keys that no longer exist. Rows equal to what
-  the table holds are left out, so a replayed batch commits nothing. The MERGE records the
+  the table holds are left out, so a replayed batch changes no row. The MERGE records the
   watermark (one commit where the table format allows, see cdc_commit_with_state): the one write
   of the watermark of an incremental run.
 #}
@@ -66,14 +66,24 @@
     left semi join (select distinct {{ key_list }} from {{ batch }}) as recomputed using ({{ key_list }})
     left anti join {{ batch }} as batch using ({{ key_list }}, _cdc_valid_from_seq)
 {%- endset -%}
-{%- set n_changes = run_query("select count(*) from (" ~ effective ~ ") as effective").rows[0][0] -%}
+{#- Where the MERGE itself records the watermark (cdc_commit_with_state: Iceberg), it runs
+    without counting the changes first: a MERGE that changes no version still commits, a
+    snapshot without files that carries the watermark, the one commit a replayed batch makes
+    anyway. The count evaluated the batch's join with the table once more (about 0.6 s of a
+    4.5 s incremental run of 1,000 events). Elsewhere the watermark is a table property, and
+    the MERGE runs only when a version changed. -#}
+{%- if cdc_lakehouse.cdc_commit_properties_supported() -%}
+    {%- set n_changes = none -%}
+{%- else -%}
+    {%- set n_changes = run_query("select count(*) from (" ~ effective ~ ") as effective").rows[0][0] -%}
+{%- endif -%}
 
 {#- Hudi (1.0.2) keeps the rows of a MERGE's `when matched ... then delete` when it comes
     before the update clause (see cdc_merge_strategy.sql): there the stored versions the batch
     no longer has are removed by a DELETE first, and the MERGE only updates and inserts. -#}
 {%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
 {%- set writes = [] -%}
-{%- if n_changes > 0 and hudi %}
+{%- if hudi and n_changes > 0 %}
 {%- set delete_sql %}
     delete from {{ target }} as target
     where
@@ -94,7 +104,7 @@
 {%- endset %}
 {%- do writes.append(delete_sql) -%}
 {%- endif %}
-{%- if n_changes > 0 %}
+{%- if n_changes is none or n_changes > 0 %}
 {%- set merge_sql %}
     merge into {{ target }} as target
     using ({{ effective }}) as batch
