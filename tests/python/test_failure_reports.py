@@ -12,9 +12,11 @@ import pytest
 from lakehouse import _checked, failure_causes
 from object_store_stack import logged_errors
 
-# The shape of a dbt build that failed on a Spark driver: dbt's error, then Java's trace.
+# The shape of a dbt build that failed on a Spark driver: what the driver logged, dbt's
+# error, then Java's trace.
 DBT_OUTPUT = """\
 01:10:02  1 of 9 START sql table model silver.customers ........ [RUN]
+01:10:08 ERROR HiveTableOperations: Cannot tell if commit to silver.customers succeeded
 01:10:09  1 of 9 ERROR creating sql table model silver.customers [ERROR in 7.1s]
 01:10:09  Runtime Error in model customers (models/silver/customers.sql)
   An error occurred while calling o71.sql.
@@ -24,7 +26,6 @@ Cannot determine whether the commit was successful or not.
 \tat org.apache.iceberg.BaseMetastoreTableOperations.commit(BaseMetastoreTableOperations.java:127)
 Caused by: MetaException(message:s3a://lake/warehouse/silver.db/customers is not a directory)
 \tat org.apache.hadoop.hive.metastore.HiveMetaStoreClient.createTable(HiveMetaStoreClient.java:738)
-01:10:08 ERROR HiveTableOperations: Cannot tell if commit to silver.customers succeeded
 \t... 55 more
 Caused by: MetaException(message:s3a://lake/warehouse/silver.db/customers is not a directory)
 01:10:09  Done. PASS=0 WARN=0 ERROR=1 SKIP=8 TOTAL=9
@@ -34,12 +35,12 @@ Caused by: MetaException(message:s3a://lake/warehouse/silver.db/customers is not
 def test_a_failed_dbt_command_names_its_causes_before_its_frames() -> None:
     causes = failure_causes(DBT_OUTPUT)
     assert causes == [
+        "01:10:08 ERROR HiveTableOperations: Cannot tell if commit to silver.customers succeeded",
         "01:10:09  1 of 9 ERROR creating sql table model silver.customers [ERROR in 7.1s]",
         "01:10:09  Runtime Error in model customers (models/silver/customers.sql)",
         ": org.apache.iceberg.exceptions.CommitStateUnknownException: Metastore operation failed",
         "Caused by: MetaException(message:s3a://lake/warehouse/silver.db/customers is not a"
         " directory)",
-        "01:10:08 ERROR HiveTableOperations: Cannot tell if commit to silver.customers succeeded",
     ]
     frames = "\tat x.y(Z.java:1)\n" * 90  # more frames than the output's end shows
     failed = subprocess.CompletedProcess(["dbt", "build"], 1, DBT_OUTPUT + frames, "")
