@@ -46,24 +46,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="a many_tables work folder")
     parser.add_argument("--runs", type=int, default=24)
     parser.add_argument("--compact-every", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--small-run-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the driver's limit for Spark's small-input settings (0: never; default: its own)",
+    )
     args = parser.parse_args(argv)
     replays = Replays(args.work)
 
     from dbt_common.invocation import get_invocation_id
 
+    from cdc_lakehouse.runner.changed import RunChoice
     from cdc_lakehouse.runner.continuous import changed_only_chooser, invoke_repeatedly
 
     chooser = changed_only_chooser()
     builds: list[str] = []  # each run's dbt invocation id (a compaction after it has its own)
 
-    def choose(run_command: list[str]) -> tuple[list[str] | None, Any, str]:
-        chosen, after_run, why = chooser(run_command)
+    def choose(run_command: list[str]) -> RunChoice:
+        choice = chooser(run_command)
 
         def after(result: Any) -> None:
             builds.append(get_invocation_id())
-            after_run(result)
+            choice.after_run(result)
 
-        return chosen, after, why
+        return choice._replace(after_run=after)
 
     command = ["build", "--vars", json.dumps({"cdc_landing_root": str(replays.landing)})]
     seconds: list[float] = []
@@ -74,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         before_each=replays.land,
         choose=choose,
         compact_every=args.compact_every,
+        **({} if args.small_run_bytes is None else {"small_run_bytes": args.small_run_bytes}),
     ):
         if not report["success"]:
             raise RuntimeError(f"run {report['run']} failed: {report}")
@@ -84,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         seconds.append(report["seconds"])
         line = {"run": report["run"], "seconds": report["seconds"], "rows_changed": rows}
+        line["small"] = report.get("small", False)
         if "compacted" in report:
             compactions.append({"after_run": report["run"], **report["compacted"]})
             line["compacted"] = report["compacted"]

@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for run in range(2 * args.runs):
         kind = "parsed" if run % 2 else "kept"
         round_number = replays.land()
-        chosen, after_run, why = changed.next_run(project, str(landing), state, command)
+        chosen, after_run, why, _ = changed.next_run(project, str(landing), state, command)
         if chosen is None or not why.startswith("1 of "):
             raise RuntimeError(f"expected one changed table, got: {why}")
         started = time.monotonic()

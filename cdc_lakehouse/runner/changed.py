@@ -18,6 +18,9 @@ for the tables it finished (a table whose model or data test failed, or was skip
 previous listing and is selected again next time, the others are not). The first run (no saved
 listing), a landing root that is not a local folder, or `--all` builds everything.
 
+A run whose tables received at most `--small-run-bytes` of new files (64 MB by default) starts
+Spark with its small-input settings (`cdc_lakehouse.runner.small_runs`).
+
 The project's own files count too: when a model, macro, seed, snapshot, data test, the
 registry (`tables/`) or `dbt_project.yml` changed since the last successful run (a digest of
 their contents, saved with the listing), everything is built once. The listing lives beside the
@@ -34,11 +37,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from cdc_lakehouse.bronze.extracts import MANIFEST
 from cdc_lakehouse.bronze.layout import TopicFiles
+from cdc_lakehouse.runner import small_runs
 from cdc_lakehouse.tables.registry import REGISTRY_DIR, Table, tables
 
 LISTING_FILE = "cdc_landing_listing.json"
@@ -130,11 +134,17 @@ def changed_tables(
     return [t for t in registered if current.get(t.topic) != previous.get(t.topic)]
 
 
+def new_files(previous: Sequence[list], current: Sequence[list]) -> list[list]:
+    """The entries of a topic's listing the last successful run had not seen: new or rewritten
+    files."""
+    seen = {tuple(entry) for entry in previous}
+    return [entry for entry in current if tuple(entry) not in seen]
+
+
 def pending(previous: Sequence[list], current: Sequence[list], now_ns: int) -> str:
     """What a changed topic holds that the last successful run had not seen: new or rewritten
     files, their size, and the age of the oldest (how far the table lags its landing)."""
-    seen = {tuple(entry) for entry in previous}
-    new = [entry for entry in current if tuple(entry) not in seen]
+    new = new_files(previous, current)
     if not new:
         return "files removed"
     size = sum(entry[1] for entry in new)
@@ -146,27 +156,32 @@ def selectors(changed: Sequence[Table]) -> list[str]:
     return [f"source:{t.landing_source}.{t.name}+" for t in changed]
 
 
-def plan(
-    project: Path, root: str, state: Path, build_all: bool = False
-) -> tuple[list[str] | None, dict | None, str]:
-    """(dbt selectors, or None for everything; what to save after success: the project's
-    digest and the listing; why)."""
+class Plan(NamedTuple):
+    selection: list[str] | None  # dbt selectors; None: everything
+    saving: dict | None  # what to save after success: the project's digest and the listing
+    why: str
+    new_bytes: int | None  # bytes of the changed tables' new files; None: not known (everything)
+
+
+def plan(project: Path, root: str, state: Path, build_all: bool = False) -> Plan:
+    """Which tables this run builds, what it saves, why, and how many bytes landed for them."""
     registered = tables(project)
     folder = local_root(root)
     if folder is None:
-        return None, None, f"landing root {root} is not a local folder: building everything"
+        why = f"landing root {root} is not a local folder: building everything"
+        return Plan(None, None, why, None)
     if not folder.is_absolute():
         folder = project / folder  # dbt reads a relative root from the project folder
     current = list_topics(folder, registered)
     saving = {"project": project_digest(project), "topics": current}
     if build_all:
-        return None, saving, "--all: building everything"
+        return Plan(None, saving, "--all: building everything", None)
     if not state.exists():
-        return None, saving, "no listing saved by an earlier run: building everything"
+        return Plan(None, saving, "no listing saved by an earlier run: building everything", None)
     saved = json.loads(state.read_text())
     if saved.get("project") != saving["project"]:
         why = "the project's models, macros, registry or settings changed since the last run"
-        return None, saving, f"{why}: building everything"
+        return Plan(None, saving, f"{why}: building everything", None)
     previous = saved["topics"]
     changed = changed_tables(registered, previous, current)
     now = time.time_ns()
@@ -174,10 +189,16 @@ def plan(
         f"{t.source}.{t.name} ({pending(previous.get(t.topic, []), current[t.topic], now)})"
         for t in changed
     )
-    return (
+    new_bytes = sum(
+        entry[1]
+        for t in changed
+        for entry in new_files(previous.get(t.topic, []), current[t.topic])
+    )
+    return Plan(
         selectors(changed),
         saving,
         f"{len(changed)} of {len(registered)} tables changed: {names or 'none'}",
+        new_bytes,
     )
 
 
@@ -239,17 +260,25 @@ def failed_topics(results: Any, registered: Sequence[Table]) -> set[str] | None:
     return topics
 
 
+class RunChoice(NamedTuple):
+    command: list[str] | None  # None: nothing landed, do not run dbt
+    after_run: Callable[[Any], None]  # called with dbt's result once it has run
+    why: str
+    new_bytes: int | None  # bytes landed for the tables it builds; None: not known
+
+
 def next_run(
     project: Path, root: str, state: Path, command: Sequence[str], build_all: bool = False
-) -> tuple[list[str] | None, Callable[[Any], None], str]:
+) -> RunChoice:
     """This run's dbt command (None: nothing landed, do not run dbt), what to call with dbt's
-    result once it has run, and why. Shared by `main` and `cdc_lakehouse.runner.continuous
-    --changed-only`. After a success the listing taken before the run is saved. After a failure
-    of a changed-tables run, the listing is saved for the tables the run finished, the previous
-    one kept for those it did not (failed_topics): the next run builds only those again, where
-    saving nothing would build every table of this run again. A failed run of everything (the
+    result once it has run, why, and the bytes that landed for it. Shared by `main` and
+    `cdc_lakehouse.runner.continuous --changed-only`. After a success the listing taken before
+    the run is saved. After a failure of a changed-tables run, the listing is saved for the
+    tables the run finished, the previous one kept for those it did not (failed_topics): the
+    next run builds only those again, where saving nothing would build every table of this run
+    again. A failed run of everything (the
     first, or after a change to the project) saves nothing: it runs again in full."""
-    selection, listing, why = plan(project, root, state, build_all)
+    selection, listing, why, new_bytes = plan(project, root, state, build_all)
 
     def after_run(result: Any) -> None:
         if listing is None:
@@ -275,10 +304,10 @@ def next_run(
 
     if selection == []:
         after_run(None)
-        return None, after_run, why
+        return RunChoice(None, after_run, why, 0)
     if selection is None:
-        return list(command), after_run, why
-    return with_selection(command, selection), after_run, why
+        return RunChoice(list(command), after_run, why, None)
+    return RunChoice(with_selection(command, selection), after_run, why, new_bytes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -299,15 +328,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="listing saved by the last successful run",
     )
     parser.add_argument("--all", action="store_true", help="build everything (save the listing)")
+    parser.add_argument(
+        "--small-run-bytes",
+        type=int,
+        default=small_runs.DEFAULT_LIMIT,
+        metavar="N",
+        help="a run whose tables received at most N bytes of new files runs with Spark's "
+        "small-input settings (0: never; cdc_lakehouse.runner.small_runs)",
+    )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     project = Path(args.project).resolve()
     state = args.state.resolve()
-    command, after_run, why = next_run(project, args.landing_root, state, command, args.all)
+    command, after_run, why, new_bytes = next_run(
+        project, args.landing_root, state, command, args.all
+    )
     print(f"cdc_lakehouse.runner.changed: {why}", flush=True)
     if command is None:
         return 0
+    if small_runs.is_small(new_bytes, args.small_run_bytes):
+        # the session does not exist yet: the profile gives it the settings (where the
+        # environment does not say otherwise)
+        small_runs.set_environment()
+        print(
+            f"cdc_lakehouse.runner.changed: {new_bytes / 1e6:.2f} MB new: Spark's small-input "
+            "settings (cdc_lakehouse.runner.small_runs)",
+            flush=True,
+        )
     if "--vars" not in command:
         command += ["--vars", json.dumps({"cdc_landing_root": args.landing_root})]
     from dbt.cli.main import dbtRunner

@@ -15,6 +15,10 @@ With `--changed-only`, each run builds only the tables whose landing topics chan
 last successful run, and what depends on them, and a run where nothing landed is skipped
 (`cdc_lakehouse.runner.changed`): the cost of a run follows the tables that changed.
 
+A changed-only run whose tables received at most `--small-run-bytes` of new files (64 MB by
+default) runs with Spark's small-input settings, the profile's own for the next run
+(`cdc_lakehouse.runner.small_runs`).
+
 With `--compact-every N`, after every N runs that built tables the loop compacts the tables
 those runs built (`dbt run-operation cdc_compact --args '{models: [...]}'`, with the command's
 `--vars`, `--target` and paths): each incremental MERGE of a merge-on-read table leaves delete
@@ -38,7 +42,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cdc_lakehouse.runner import small_runs
+
+if TYPE_CHECKING:
+    from cdc_lakehouse.runner.changed import RunChoice
 
 
 def built_tables(result: Any) -> set[str]:
@@ -79,19 +88,22 @@ def invoke_repeatedly(
     runs: int = 0,
     every: float = 0.0,
     before_each: Callable[[], object] | None = None,
-    choose: Callable[[list[str]], tuple[list[str] | None, Callable[[Any], None], str]]
-    | None = None,
+    choose: Callable[[list[str]], RunChoice] | None = None,
     compact_every: int = 0,
     project: Any = None,
+    small_run_bytes: int = small_runs.DEFAULT_LIMIT,
 ) -> Iterator[dict[str, Any]]:
     """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
     seconds after the previous one started; `before_each` runs first (untimed). `choose`, when
     given, turns the command into this run's (None: skip the run) and returns what to call
-    with dbt's result after the run (success or not), and why. With `compact_every`, after
+    with dbt's result after the run (success or not), why, and the bytes that landed for it: a
+    run of at most `small_run_bytes` (0: never) runs with Spark's small-input settings
+    (small_runs.in_environment). With `compact_every`, after
     every that many runs that built tables, the tables built since the last compaction are
     compacted (`compaction_command`; a failed compaction is reported and tried again after the
     next such runs). Yields one report per run: run number, start time, seconds, success (and
-    the error, if any; `compacted`: the models, seconds and success of a compaction after it).
+    the error, if any; `small`: true when it ran with the small-input settings; `compacted`: the
+    models, seconds and success of a compaction after it).
     `project` invokes dbt (default: a ParsedProject)."""
     from cdc_lakehouse.runner.parsed import ParsedProject
 
@@ -106,17 +118,20 @@ def invoke_repeatedly(
             before_each()
         started = time.monotonic()
         at = datetime.now(UTC).isoformat(timespec="seconds")
-        this_run, after_run, why = list(command), None, None
+        this_run, after_run, why, new_bytes = list(command), None, None, None
         error: BaseException | None = None
         result: Any = None
+        small = False
         try:
             if choose is not None:
-                chosen, after_run, why = choose(list(command))
-                this_run = chosen
+                this_run, after_run, why, new_bytes = choose(list(command))
             if this_run is None:
                 success = True
             else:
-                result = project.invoke(this_run)
+                with small_runs.in_environment(
+                    small_runs.is_small(new_bytes, small_run_bytes)
+                ) as small:
+                    result = project.invoke(this_run)
                 success, error = result.success, result.exception
                 if after_run is not None:
                     after_run(result)
@@ -132,6 +147,8 @@ def invoke_repeatedly(
             report["changed"] = why
         if this_run is None:
             report["skipped"] = True
+        if small:
+            report["small"] = True
         if error is not None:
             report["error"] = str(error)
         built = built_tables(result) if this_run is not None and error is None else set()
@@ -164,9 +181,7 @@ def compact(project: Any, models: list[str], run_command: Sequence[str]) -> dict
     return done
 
 
-def changed_only_chooser() -> Callable[
-    [list[str]], tuple[list[str] | None, Callable[[Any], None], str]
-]:
+def changed_only_chooser() -> Callable[[list[str]], RunChoice]:
     """Each run's command for `--changed-only`: see cdc_lakehouse.runner.changed (same defaults: the
     project in the current folder, $CDC_LANDING_ROOT, the listing beside the lakehouse)."""
     from pathlib import Path
@@ -179,7 +194,7 @@ def changed_only_chooser() -> Callable[
         Path(os.environ.get("CDC_LAKEHOUSE_DIR", ".lakehouse")) / changed.LISTING_FILE
     ).resolve()
 
-    def choose(command: list[str]) -> tuple[list[str] | None, Callable[[Any], None], str]:
+    def choose(command: list[str]) -> RunChoice:
         return changed.next_run(project, root, state, command)
 
     return choose
@@ -206,6 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="compact the tables built, after every N runs that built tables (0: never)",
     )
+    parser.add_argument(
+        "--small-run-bytes",
+        type=int,
+        default=small_runs.DEFAULT_LIMIT,
+        metavar="N",
+        help="with --changed-only: a run whose tables received at most N bytes of new files runs "
+        "with Spark's small-input settings (0: never; cdc_lakehouse.runner.small_runs)",
+    )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
@@ -218,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             every=args.every,
             choose=choose,
             compact_every=args.compact_every,
+            small_run_bytes=args.small_run_bytes,
         ):
             success = report["success"]
             print(json.dumps(report), flush=True)

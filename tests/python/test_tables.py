@@ -534,10 +534,11 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     accounts.mkdir(parents=True)
     (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n")
 
-    selection, listing, why = changed.plan(project, str(landing), state)
+    selection, listing, why, new_bytes = changed.plan(project, str(landing), state)
     assert selection is None and "no listing saved" in why  # first run: everything
+    assert new_bytes is None  # its size is not known: never a small run
     changed.save(state, listing)
-    assert changed.plan(project, str(landing), state)[0] == []  # nothing landed: no run
+    assert changed.plan(project, str(landing), state)[:4:3] == ([], 0)  # nothing landed: no run
 
     invoices = landing / "topics" / "shop.public.invoices" / "partition=0"
     invoices.mkdir(parents=True)
@@ -546,8 +547,9 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     written.write_text('{"a": 1}\n')
     an_hour_ago = time.time() - 3600
     os.utime(written, (an_hour_ago, an_hour_ago))
-    selection, listing, why = changed.plan(project, str(landing), state)
+    selection, listing, why, new_bytes = changed.plan(project, str(landing), state)
     assert selection == ["source:landing_shop.invoices+"], why
+    assert new_bytes == len("{}\n") + len('{"a": 1}\n')  # the new files' bytes
     # what is pending, and how far the table lags its landing (its oldest unseen file)
     assert re.fullmatch(
         r"1 of 2 tables changed: shop\.invoices \(2 new file\(s\), 0\.00 MB, oldest 36\d\d s ago\)",
@@ -563,8 +565,9 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
         "    key: [id]\n    columns: {id: int, updated_at: timestamp}\n"
     )
     # the registry changed (a project file): everything is built once, then changes again
-    selection, saving, why = changed.plan(project, str(landing), state)
+    selection, saving, why, new_bytes = changed.plan(project, str(landing), state)
     assert selection is None and why.startswith("the project's models, macros, registry"), why
+    assert new_bytes is None
     changed.save(state, saving)
     extract = landing / "extracts" / "shop.public.vendors" / "2026-01-01T000000"
     extract.mkdir(parents=True)
@@ -699,19 +702,19 @@ def test_a_failed_changed_tables_run_builds_only_its_unfinished_tables_again(
     assert changed.failed_topics(results, registry.tables(project)) == {"shop.public.invoices"}
     # a failure nothing traces to a table (an on-run-end hook): the whole run is unfinished
     hook = [*results[:3], _result("error", None)]
-    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run = changed.next_run(project, str(landing), state, ["build"]).after_run
     after_run(failed(hook))
     assert changed.plan(project, str(landing), state)[0] == both
 
-    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run = changed.next_run(project, str(landing), state, ["build"]).after_run
     after_run(failed(results))
     assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.invoices+"]
     # a failed test of the table that went through: that table is built again too
-    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run = changed.next_run(project, str(landing), state, ["build"]).after_run
     after_run(failed([_result("fail", "test.p.unique_invoices", "model.p.invoices"),
                       _result("success", "model.p.invoices", source + "invoices")]))  # fmt: skip
     assert changed.plan(project, str(landing), state)[0] == ["source:landing_shop.invoices+"]
-    _, after_run, _ = changed.next_run(project, str(landing), state, ["build"])
+    after_run = changed.next_run(project, str(landing), state, ["build"]).after_run
     after_run(SimpleNamespace(success=True, result=None))
     assert changed.plan(project, str(landing), state)[0] == []
 
@@ -833,3 +836,59 @@ def test_the_driver_compacts_what_its_runs_built_every_n_runs_that_built_tables(
     )
     assert context.params["macro"] == "cdc_compact"
     assert context.params["target"] == "cluster"
+
+
+def test_a_small_run_runs_with_the_small_input_settings_and_the_next_with_the_profiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver gives a changed-only run of at most `small_run_bytes` new bytes Spark's
+    small-input settings (cdc_lakehouse.runner.small_runs): the profile's variables, for that
+    run only (also when it fails), the user's own kept; a larger run, one of unknown size
+    (everything) and any run with the limit 0 get the environment as it was. The profile reads
+    each variable; the adapter sets the profile's settings on the live session at the start of
+    each dbt command (relations.py)."""
+    from cdc_lakehouse.runner import continuous, small_runs
+
+    names = list(small_runs.ENVIRONMENT)
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CDC_SHUFFLE_PARTITIONS", "8")  # the user's choice stays
+    own = {name: os.environ.get(name) for name in names}
+    small = {**small_runs.ENVIRONMENT, "CDC_SHUFFLE_PARTITIONS": "8"}
+    seen: list[dict[str, str | None]] = []
+
+    class Project:
+        def invoke(self, args: list[str]) -> SimpleNamespace:
+            seen.append({name: os.environ.get(name) for name in names})
+            if args == ["fails"]:
+                raise RuntimeError("a failed run")
+            return SimpleNamespace(success=True, exception=None, result=None)
+
+    def runs(*choices: changed.RunChoice, **options: int) -> list[dict]:
+        pending = iter(choices)
+        return list(
+            continuous.invoke_repeatedly(
+                ["build"], runs=len(choices), choose=lambda c: next(pending), project=Project(),
+                **options,
+            )
+        )  # fmt: skip
+
+    def choice(command: str, new_bytes: int | None) -> changed.RunChoice:
+        return changed.RunChoice([command], lambda result: None, "1 of 2 tables changed", new_bytes)
+
+    reports = runs(
+        choice("build", 1_000),
+        choice("build", small_runs.DEFAULT_LIMIT + 1),
+        choice("fails", small_runs.DEFAULT_LIMIT),
+        choice("build", None),
+    )
+    assert seen == [small, own, small, own]
+    assert [r.get("small", False) for r in reports] == [True, False, True, False]
+    assert [r["success"] for r in reports] == [True, True, False, True]
+    assert {name: os.environ.get(name) for name in names} == own  # also after the failure
+    seen.clear()
+    runs(choice("build", 1), small_run_bytes=0)
+    assert seen == [own]
+    profile = (REPO / "profiles" / "profiles.yml").read_text()
+    for name in names:
+        assert f"env_var('{name}'" in profile, name

@@ -23,7 +23,11 @@ Row = tuple[str, str, bool, str]
 
 def session(server_side_parameters: dict[str, Any]) -> Any:
     """This process's Spark session, as dbt-spark's session cursor gets it before each statement
-    (created with the profile's settings if no statement has run yet)."""
+    (created with the profile's settings if no statement has run yet). On a live session
+    `getOrCreate()` sets the profile's settings again: at each dbt command's listing of the
+    relations, before any model runs, so each command of a long-lived driver runs with the
+    profile as rendered for it (the small-input settings of cdc_lakehouse.runner.small_runs
+    for one run, the profile's own for the next)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.enableHiveSupport()
