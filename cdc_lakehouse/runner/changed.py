@@ -276,8 +276,8 @@ def next_run(
     the run is saved. After a failure of a changed-tables run, the listing is saved for the
     tables the run finished, the previous one kept for those it did not (failed_topics): the
     next run builds only those again, where saving nothing would build every table of this run
-    again. A failed run of everything (the
-    first, or after a change to the project) saves nothing: it runs again in full."""
+    again. A failed run of everything (the first, or after a change to the project) saves
+    nothing: it runs again in full."""
     selection, listing, why, new_bytes = plan(project, root, state, build_all)
 
     def after_run(result: Any) -> None:

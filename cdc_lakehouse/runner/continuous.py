@@ -98,13 +98,12 @@ def invoke_repeatedly(
     given, turns the command into this run's (None: skip the run) and returns what to call
     with dbt's result after the run (success or not), why, and the bytes that landed for it: a
     run of at most `small_run_bytes` (0: never) runs with Spark's small-input settings
-    (small_runs.in_environment). With `compact_every`, after
-    every that many runs that built tables, the tables built since the last compaction are
-    compacted (`compaction_command`; a failed compaction is reported and tried again after the
-    next such runs). Yields one report per run: run number, start time, seconds, success (and
-    the error, if any; `small`: true when it ran with the small-input settings; `compacted`: the
-    models, seconds and success of a compaction after it).
-    `project` invokes dbt (default: a ParsedProject)."""
+    (small_runs.in_environment). With `compact_every`, after every that many runs that built
+    tables, the tables built since the last compaction are compacted (`compaction_command`; a
+    failed compaction is reported and tried again after the next such runs). Yields one report
+    per run: run number, start time, seconds, success (and the error, if any; `small`: true
+    when it ran with the small-input settings; `compacted`: the models, seconds and success of
+    a compaction after it). `project` invokes dbt (default: a ParsedProject)."""
     from cdc_lakehouse.runner.parsed import ParsedProject
 
     # parsed once, then again only when the project or the parse options change (parsed.py)
