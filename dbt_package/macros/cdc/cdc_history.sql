@@ -31,8 +31,11 @@
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change),
   `key_changes` (the change log holds a primary-key change at all: cdc_has_key_changes, asked
   in the same query) and
-  `newest` (SQL expression of the newest `_cdc_loaded_at`), and `queried` (true: the scope was
-  read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint).
+  `newest` (SQL expression of the newest `_cdc_loaded_at`), `queried` (true: the scope was
+  read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint),
+  `appends_only` (every new event follows all events of its key loaded before, and every
+  truncate: no placeholder, no primary-key change among the touched keys, no column the table
+  lacks; see cdc_history_appends) and `deletes` (the new events hold a delete).
   A dbt unit test, whose fixtures cannot be queried here, overrides it.
 #}
 {% macro cdc_history_scope(changes, keys, attributes) %}
@@ -45,7 +48,8 @@
     {%- endif -%}
     {#- A newly declared column holds values of events already applied: every key. -#}
     {%- set stored = cdc_lakehouse.cdc_source_column_names(this, attributes) -%}
-    {%- if cdc_lakehouse.cdc_has_backfilled_columns(changes, attributes | reject('in', stored) | list) -%}
+    {%- set new_columns = attributes | reject('in', stored) | list -%}
+    {%- if cdc_lakehouse.cdc_has_backfilled_columns(changes, new_columns) -%}
         {%- do scope.update({'all_keys': true}) -%}
         {{ return(scope) }}
     {%- endif -%}
@@ -67,6 +71,16 @@
             select {{ key_list }}
             from {{ changes }}
             where _cdc_op in ('c', 'd') and _cdc_seq in (select _cdc_seq from key_change_seqs)
+        ),
+
+        {#- The newest sequence and commit time among the events of each touched key loaded
+            before: a new event at or before them is late (or a copy of one applied). -#}
+        key_ends as (
+            select {{ key_list }}, max(_cdc_seq) as _cdc_seq, max(_cdc_source_ts) as _cdc_source_ts
+            from {{ changes }}
+            left semi join new_changes using ({{ key_list }})
+            where _cdc_loaded_at <= {{ watermark }} and _cdc_op != 't'
+            group by {{ key_list }}
         )
 
         select
@@ -79,13 +93,32 @@
                 left semi join key_change_keys using ({{ key_list }})
                 where new_changes._cdc_op != 't'
             ),
-            (select count(*) from key_change_seqs)
+            (select count(*) from key_change_seqs),
+            count_if(coalesce(_cdc_unavailable_columns, '') != ''),
+            count_if(_cdc_op = 'd'),
+            (
+                select count(*)
+                from new_changes
+                inner join key_ends using ({{ key_list }})
+                where
+                    new_changes._cdc_seq <= key_ends._cdc_seq
+                    or new_changes._cdc_source_ts < key_ends._cdc_source_ts
+            ),
+            (
+                select count(*)
+                from {{ changes }}
+                where
+                    _cdc_op = 't' and _cdc_loaded_at <= {{ watermark }}
+                    and _cdc_seq >= (select min(_cdc_seq) from new_changes)
+            )
         from new_changes
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
     {{ return({
         'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
         'key_changes': row[4] > 0,
+        'appends_only': row[3] == 0 and row[5] == 0 and row[7] == 0 and row[8] == 0 and not new_columns,
+        'deletes': row[6] > 0,
         'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true, 'watermark': watermark,
     }) }}
 {% endmacro %}
@@ -108,6 +141,12 @@
 {%- set by_key = cdc_lakehouse.cdc_by_key(keys) %}
 
 {%- set scope = cdc_lakehouse.cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
+{#- The new events only append to their keys' histories (see cdc_history_appends). Soft deletes
+    with ignored columns are left out: a deletion marker carries the latest value of an ignored
+    column, which the stored version may not hold (it keeps the value it opened with). -#}
+{%- set appends = scope is not none and not scope.empty and not scope.all_keys
+    and scope.get('appends_only', false)
+    and not (delete_mode == 'soft' and ignore_columns and scope.get('deletes', true)) %}
 {%- if scope is not none and scope.empty %}
 {#- Nothing landed since the last run: an empty batch of the table's shape; the strategy and
     the post-hook skip their work (no batch table, no MERGE, no watermark commit). -#}
@@ -118,6 +157,9 @@ select
     cast(null as timestamp) as _cdc_batch_loaded_at
 from {{ this }}
 where false
+{%- elif appends %}
+{{ cdc_lakehouse.cdc_batch_kind_note('appends') }}
+{{ cdc_lakehouse.cdc_history_appends(changes, keys, attributes, tracked, delete_mode, scope) }}
 {%- else %}
 {{ cdc_lakehouse.cdc_batch_kind_note('changes' if scope is not none else 'full') }}
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
@@ -254,6 +296,17 @@ compared as (
     from resolved
 ),
 
+{{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope) }}
+{%- endif %}
+{% endmacro %}
+
+
+{#- The end of a history model's select, over a CTE `compared` (each event of the keys resolved,
+    in true order, with `_cdc_previous_op`, `_cdc_valid_from` and `_cdc_previous__<column>`, the
+    previous event's value of each tracked column): the versions, each with its interval. -#}
+{% macro cdc_history_versions(keys, attributes, tracked, delete_mode, scope) %}
+{%- set q = adapter.quote -%}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys) %}
 {#- A version opens at the first event after nothing or a closing event, and at every change of
     a tracked column; a closing event after a version ends it. -#}
 boundaries as (
@@ -318,8 +371,115 @@ final as (
 {%- endif %}
 
 select * from final
-{%- endif %}
-{% endmacro %}
+{%- endmacro %}
+
+
+{#
+  The select of an incremental history run whose new events only append to their keys'
+  histories (cdc_history_scope's `appends_only`: each follows every event of its key loaded
+  before, and every truncate; none holds an unchanged-TOAST placeholder or takes part in a
+  primary-key change). Then a key's stored versions before its last one stay as they are, and
+  its last one (open, a deletion marker, or closed by a delete or a truncate) holds all the
+  resolution needs of the events before: the values of the last event (a tracked column changes
+  only at a version's opening) and its commit time bound (the batch's are not older). The run
+  reads the new events and the last stored version of each key they touch, not the keys' whole
+  change log; the versions are the full resolution's (cdc_history_versions). The strategy
+  merges them without deleting any stored version.
+#}
+{% macro cdc_history_appends(changes, keys, attributes, tracked, delete_mode, scope) %}
+{%- set q = adapter.quote -%}
+{%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys) -%}
+{%- set origin = cdc_lakehouse.cdc_event_origin_columns() %}
+
+with
+
+new_events as (
+    select * from {{ changes }}
+    where _cdc_loaded_at > {{ scope.watermark }} and _cdc_op != 't'
+),
+
+last_versions as (
+    select *
+    from (
+        select
+            stored.*,
+            row_number() over (partition by {{ key_list }} order by _cdc_valid_from_seq desc)
+                as _cdc_newest_first
+        from {{ this }} as stored
+        left semi join new_events using ({{ key_list }})
+    ) as ranked
+    where _cdc_newest_first = 1
+),
+
+{#- Each key's state before the batch as its first event: the last version as stored (valid
+    from when it was), or the delete or truncate that closed it (hard mode keeps no row of it);
+    then one copy of each new event. -#}
+timeline as (
+    select
+        {%- for column in keys + attributes %}
+        {{ q(column) }},
+        {%- endfor %}
+        case when valid_to is null then _cdc_op else 'd' end as _cdc_op,
+        case when valid_to is null then _cdc_valid_from_seq else _cdc_valid_to_seq end as _cdc_seq,
+        {{ origin | join(', ') }},
+        case when valid_to is null then valid_from else valid_to end as _cdc_stored_valid_from
+    from last_versions
+    union all
+    select
+        {%- for column in keys + attributes %}
+        {{ q(column) }},
+        {%- endfor %}
+        _cdc_op,
+        _cdc_seq,
+        {{ origin | join(', ') }},
+        cast(null as timestamp) as _cdc_stored_valid_from
+    from (
+        {{ cdc_lakehouse.cdc_first_copies('new_events', keys) }}
+    ) as first_copies
+),
+
+sequenced as (
+    select
+        *,
+        lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op,
+        coalesce(
+            _cdc_stored_valid_from,
+            max(_cdc_source_ts) over ({{ by_key }} rows between unbounded preceding and current row)
+        ) as _cdc_valid_from
+        {%- for column in attributes %},
+        lag({{ q(column) }}) over ({{ by_key }}) as {{ q('_cdc_previous__' ~ column) }}
+        {%- endfor %}
+    from timeline
+),
+
+{#- A closing event carries the values of the event before it in its key generation (no
+    placeholder to skip); the stored state keeps its own. -#}
+compared as (
+    select
+        {%- for column in keys %}
+        {{ q(column) }},
+        {%- endfor %}
+        {%- for column in attributes %}
+        case
+            when _cdc_op not in ('d', 't') or _cdc_stored_valid_from is not null then {{ q(column) }}
+            when _cdc_previous_op not in ('d', 't') then {{ q('_cdc_previous__' ~ column) }}
+        end as {{ q(column) }},
+        {%- endfor %}
+        {%- for column in tracked %}
+        {{ q('_cdc_previous__' ~ column) }},
+        {%- endfor %}
+        _cdc_op,
+        _cdc_seq,
+        {{ origin | join(', ') }},
+        _cdc_previous_op,
+        _cdc_valid_from
+    from sequenced
+),
+
+{{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope) }}
+{%- endmacro %}
+
 
 
 {#

@@ -15,7 +15,7 @@
 {% macro default__get_incremental_cdc_history_sql(source, target) %}
 {%- set q = adapter.quote -%}
 {%- set keys = cdc_lakehouse.cdc_key_columns() -%}
-{%- set kind = cdc_lakehouse.cdc_strategy_batch_kind('cdc_history', 'cdc_history', ['changes']) -%}
+{%- set kind = cdc_lakehouse.cdc_strategy_batch_kind('cdc_history', 'cdc_history', ['changes', 'appends']) -%}
 {%- if kind == 'nothing_new' -%}
     {{ return("select 'no new changes' as cdc_history") }}
 {%- endif -%}
@@ -37,6 +37,8 @@
 {#- Versions that differ from the stored ones, and the stored versions of the recomputed keys
     that no longer exist (a late event merged two intervals or split one): deletes. A key once
     with versions keeps some (events only accumulate), so the batch names every recomputed key.
+    A batch of appends (cdc_history_appends) holds each key's last stored version and the new
+    ones: no stored version goes.
     A delete carries the stored row (not nulls): Hudi's MERGE builds the incoming record in the
     table's schema before it applies the clause, and fails on a null in a non-nullable column. -#}
 {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
@@ -56,6 +58,7 @@
             target.{{ q(column) }} <=> batch.{{ q(column) }}{{ " and" if not loop.last }}
             {%- endfor %}
         )
+    {%- if kind != 'appends' %}
     union all
     select
         {%- for column in columns %}
@@ -65,6 +68,7 @@
     from {{ target }} as stored
     left semi join (select distinct {{ key_list }} from {{ batch }}) as recomputed using ({{ key_list }})
     left anti join {{ batch }} as batch using ({{ key_list }}, _cdc_valid_from_seq)
+    {%- endif %}
 {%- endset -%}
 {#- Where the MERGE itself records the watermark (cdc_commit_with_state: Iceberg), it runs
     without counting the changes first: a MERGE that changes no version still commits, a
@@ -83,7 +87,7 @@
     no longer has are removed by a DELETE first, and the MERGE only updates and inserts. -#}
 {%- set hudi = cdc_lakehouse.cdc_table_format() == 'hudi' -%}
 {%- set writes = [] -%}
-{%- if hudi and n_changes > 0 %}
+{%- if hudi and n_changes > 0 and kind != 'appends' %}
 {%- set delete_sql %}
     delete from {{ target }} as target
     where
