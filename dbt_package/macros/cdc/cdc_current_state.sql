@@ -35,7 +35,7 @@
             where _cdc_loaded_at > {{ watermark }}
         )
     {%- endset -%}
-    {%- set new_batch = cdc_lakehouse.cdc_new_changes(changes, this, watermark) -%}
+    {%- set new_batch = cdc_lakehouse.cdc_new_changes(changes, this, watermark, keys) -%}
     {%- set backfilled = cdc_lakehouse.cdc_has_backfilled_columns(changes, attributes | reject('in', target_attributes) | list) -%}
     {%- if not new_batch.found and not backfilled %}
     {#- Nothing landed since the last run: an empty batch of silver's shape; the strategy skips
@@ -48,7 +48,7 @@
         cast(null as timestamp) as _cdc_batch_loaded_at
     from {{ this }}
     where false
-    {%- elif backfilled or cdc_lakehouse.cdc_late_changes_found(changes, new_changes, keys, watermark) %}
+    {%- elif backfilled or cdc_lakehouse.cdc_late_changes_found(changes, new_changes, keys, watermark, new_batch.get('older_than_silver')) %}
     {#- A late event can hold the value an unchanged-TOAST placeholder in silver stood for, and
         a newly declared column values of events already applied: resolve the whole change log
         again, as --full-refresh would; the strategy replaces silver with it. -#}
@@ -132,17 +132,19 @@
 
 {#- What the change log holds after silver's watermark, in one statement: `found` (any row),
     `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable)
-    and `key_changes` (a primary-key change, see cdc_has_key_changes). All true when not
+    and `key_changes` (a primary-key change, see cdc_has_key_changes); given the `keys` of
+    `relation` (silver), also `older_than_silver`: how many new events are older than the
+    live silver row of their key, the first question of cdc_late_changes_found. All true when not
     executing. A dbt unit test, whose fixtures cannot be queried, overrides it (`overrides:
     macros: cdc_new_changes: {found: true, unavailable: ..., key_changes: ...}`; a missing
     `key_changes` is true). -#}
-{% macro cdc_new_changes(changes, relation, watermark=none) %}
+{% macro cdc_new_changes(changes, relation, watermark=none, keys=none) %}
     {%- if not execute -%}
         {{ return({'found': true, 'unavailable': true, 'key_changes': true}) }}
     {%- endif -%}
     {%- set query -%}
         with new_changes as (
-            select _cdc_seq, _cdc_op, _cdc_unavailable_columns
+            select *
             from {{ changes }}
             where _cdc_loaded_at > {{ watermark or cdc_lakehouse.cdc_watermark(relation) }}
         )
@@ -150,10 +152,30 @@
             (select count(*) from new_changes),
             (select count_if(coalesce(_cdc_unavailable_columns, '') != '') from new_changes),
             (select count(*) from ({{ cdc_lakehouse.cdc_key_change_sequences('new_changes') }}) as key_change_seqs)
+            {%- if keys %},
+            ({{ cdc_lakehouse.cdc_older_than_silver('new_changes', relation, keys) }})
+            {%- endif %}
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
-    {{ return({'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0}) }}
+    {%- set found = {'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0} -%}
+    {%- if keys -%}
+        {%- do found.update({'older_than_silver': row[3]}) -%}
+    {%- endif -%}
+    {{ return(found) }}
 {% endmacro %}
+
+
+{#- Count of the events of `batch` (not deletes or truncates) older than the live `silver` row
+    of their key. -#}
+{% macro cdc_older_than_silver(batch, silver, keys) %}
+    select count(*)
+    from {{ batch }} as batch
+    inner join {{ silver }} as silver using ({{ cdc_lakehouse.cdc_column_list(keys) }})
+    where
+        batch._cdc_op not in ('t', 'd')
+        and batch._cdc_seq < silver._cdc_seq
+        and not silver._cdc_is_deleted
+{%- endmacro %}
 
 
 {#- True when an event of `changes` (a relation or a parenthesised query) left a column out as
@@ -178,9 +200,9 @@
   an event loaded before (a replayed file). Such an event can hold the real value of a column
   silver carried from an even older event, so the table is resolved again from the whole log.
 #}
-{% macro cdc_late_changes_found(changes, new_changes, keys, watermark=none) %}
+{% macro cdc_late_changes_found(changes, new_changes, keys, watermark=none, older_than_silver=none) %}
     {#- Unit tests, whose fixtures cannot be queried here, override it. -#}
-    {%- if not execute -%}
+    {%- if not execute or older_than_silver == 0 -%}
         {{ return(false) }}
     {%- endif -%}
     {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
@@ -188,17 +210,9 @@
     {%- for column in keys -%}
         {%- do key_match.append("late." ~ adapter.quote(column) ~ " = seen." ~ adapter.quote(column)) -%}
     {%- endfor -%}
-    {#- First the cheap question, on the batch and silver only: any event older than its row? -#}
-    {%- set candidates -%}
-        select count(*)
-        from {{ new_changes }} as batch
-        inner join {{ this }} as silver using ({{ key_list }})
-        where
-            batch._cdc_op not in ('t', 'd')
-            and batch._cdc_seq < silver._cdc_seq
-            and not silver._cdc_is_deleted
-    {%- endset -%}
-    {%- if run_query(candidates).rows[0][0] == 0 -%}
+    {#- First the cheap question, on the batch and silver only (asked already by cdc_new_changes
+        when `older_than_silver` is given): any event older than its row? -#}
+    {%- if older_than_silver is none and run_query(cdc_lakehouse.cdc_older_than_silver(new_changes, this, keys)).rows[0][0] == 0 -%}
         {{ return(false) }}
     {%- endif -%}
     {%- set query -%}
