@@ -394,9 +394,13 @@ select * from final
 
 with
 
+{#- Up to the newest load the scope saw: an event loaded since (by another process) was not
+    checked for lateness, and the watermark stays before it. #}
 new_events as (
     select * from {{ changes }}
-    where _cdc_loaded_at > {{ scope.watermark }} and _cdc_op != 't'
+    where
+        _cdc_loaded_at > {{ scope.watermark }} and _cdc_loaded_at <= {{ scope.newest }}
+        and _cdc_op != 't'
 ),
 
 last_versions as (
