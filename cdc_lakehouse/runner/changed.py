@@ -141,10 +141,10 @@ def new_files(previous: Sequence[list], current: Sequence[list]) -> list[list]:
     return [entry for entry in current if tuple(entry) not in seen]
 
 
-def pending(previous: Sequence[list], current: Sequence[list], now_ns: int) -> str:
-    """What a changed topic holds that the last successful run had not seen: new or rewritten
-    files, their size, and the age of the oldest (how far the table lags its landing)."""
-    new = new_files(previous, current)
+def pending(new: Sequence[list], now_ns: int) -> str:
+    """What a changed topic holds that the last successful run had not seen (`new`, its
+    new_files): new or rewritten files, their size, and the age of the oldest (how far the
+    table lags its landing)."""
     if not new:
         return "files removed"
     size = sum(entry[1] for entry in new)
@@ -185,15 +185,11 @@ def plan(project: Path, root: str, state: Path, build_all: bool = False) -> Plan
     previous = saved["topics"]
     changed = changed_tables(registered, previous, current)
     now = time.time_ns()
+    fresh = [new_files(previous.get(t.topic, []), current[t.topic]) for t in changed]
     names = "; ".join(
-        f"{t.source}.{t.name} ({pending(previous.get(t.topic, []), current[t.topic], now)})"
-        for t in changed
+        f"{t.source}.{t.name} ({pending(new, now)})" for t, new in zip(changed, fresh, strict=True)
     )
-    new_bytes = sum(
-        entry[1]
-        for t in changed
-        for entry in new_files(previous.get(t.topic, []), current[t.topic])
-    )
+    new_bytes = sum(entry[1] for new in fresh for entry in new)
     return Plan(
         selectors(changed),
         saving,

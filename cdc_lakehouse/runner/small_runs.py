@@ -21,7 +21,7 @@ docs/benchmarks.md ("Small runs").
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 # Bytes of new landing files: about 33,000 Debezium JSON events with their schemas, 100,000
@@ -44,12 +44,11 @@ def is_small(new_bytes: int | None, limit: int = DEFAULT_LIMIT) -> bool:
     return limit > 0 and new_bytes is not None and new_bytes <= limit
 
 
-def set_environment(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """The profile's variables for a small run, set in `environ` (default: os.environ) where
-    the user has not set them. Returns the ones set."""
-    environ = os.environ if environ is None else environ
-    chosen = {name: value for name, value in ENVIRONMENT.items() if name not in environ}
-    environ.update(chosen)
+def set_environment() -> dict[str, str]:
+    """The profile's variables for a small run, set in this process's environment where the
+    user has not set them. Returns the ones set."""
+    chosen = {name: value for name, value in ENVIRONMENT.items() if name not in os.environ}
+    os.environ.update(chosen)
     return chosen
 
 
