@@ -65,13 +65,8 @@ HISTORY_COLUMNS = (
 )
 # Doc block of a pipeline column when it is not named after the column.
 DOC_NAMES = {"_cdc_is_deleted@history": "cdc_history_is_deleted"}
-NOT_NULL = {
-    "_cdc_seq",
-    "valid_from",
-    "is_current",
-    "_cdc_is_deleted@history",
-    "_cdc_valid_from_seq",
-}
+# Silver's pipeline columns with a `not_null` test.
+NOT_NULL = {"_cdc_seq"}
 
 SHAPE_TEXT = {
     "envelope": "Debezium envelope",
@@ -184,8 +179,10 @@ def _pipeline(names: Iterable[str], layer: str) -> list[dict[str, Any]]:
         tagged = f"{name}@{layer}"
         doc = DOC_NAMES.get(tagged) or (name[1:] if name.startswith("_") else f"cdc_{name}")
         entry: dict[str, Any] = {"name": name, "description": _doc(doc)}
-        # bronze keeps rejected lines, whose pipeline columns are null
-        if layer != "bronze" and (name in NOT_NULL or tagged in NOT_NULL):
+        # bronze keeps rejected lines, whose pipeline columns are null; the change log's and
+        # the history's are checked by their model's test (cdc_change_log_valid,
+        # cdc_history_intervals)
+        if layer == "silver" and name in NOT_NULL:
             entry["data_tests"] = ["not_null"]
         columns.append(entry)
     return columns
@@ -245,12 +242,9 @@ def _bronze_entry(table: Table) -> dict[str, Any]:
 
 
 def _staging_entry(table: Table) -> dict[str, Any]:
-    key_tests = [{"not_null": {"config": {"where": "_cdc_op != 't'"}}}]
-    columns = _source_columns(table, key_tests) + _pipeline(STAGING_COLUMNS, "staging")
-    for column in columns:
-        if column["name"] == "_cdc_op":
-            values = ["r", "c", "u", "d", "t"]
-            column["data_tests"] = [{"accepted_values": {"arguments": {"values": values}}}]
+    # One test for the change log's rules (a sequence, a known operation, a key unless a
+    # truncate): a test node per rule cost a query and a Spark job each, on every build.
+    columns = _source_columns(table, None) + _pipeline(STAGING_COLUMNS, "staging")
     return {
         "name": table.staging_model,
         "description": (
@@ -258,6 +252,9 @@ def _staging_entry(table: Table) -> dict[str, Any]:
             f"({_shape_text(table)}), rejected lines removed, in landing order. Replayed "
             "deliveries appear more than once; truncates have null keys."
         ),
+        "data_tests": [
+            {"cdc_lakehouse.cdc_change_log_valid": {"arguments": {"unique_key": list(table.key)}}}
+        ],
         "columns": columns,
     }
 
@@ -308,12 +305,11 @@ def _history_entry(table: Table) -> dict[str, Any]:
     if table.history_ignore:
         names = ", ".join(f"`{c}`" for c in table.history_ignore)
         ignored = f" A change of only {names} opens no version (`ignore_columns`)."
+    # cdc_history_intervals checks the history's shape in one query: its required columns not
+    # null, one row per (key, `_cdc_valid_from_seq`) and one current version per key (both
+    # implied by intervals that chain). A test node per rule cost a query and a Spark job each,
+    # on every build.
     tests: list[Any] = [
-        {
-            "cdc_lakehouse.unique_combination_of_columns": {
-                "arguments": {"combination_of_columns": [*key, "_cdc_valid_from_seq"]}
-            }
-        },
         {"cdc_lakehouse.cdc_history_intervals": {"arguments": {"unique_key": key}}},
         {
             "cdc_lakehouse.cdc_history_matches_current_state": {
@@ -322,21 +318,6 @@ def _history_entry(table: Table) -> dict[str, Any]:
         },
         "cdc_lakehouse.cdc_no_toast_placeholder",
     ]
-    # One current version per key: on a single-column key dbt's own `unique`, on the column
-    # (where dbt users, and linters, look for a column's uniqueness); on a composite key over
-    # its columns.
-    one_current: dict[str, Any] = {
-        "name": f"{table.history_model}_one_current_version_per_key",
-        "config": {"where": "is_current"},
-    }
-    key_tests: list[Any] = ["not_null"]
-    if len(key) == 1:
-        key_tests.append({"unique": one_current})
-    else:
-        combination = {"arguments": {"combination_of_columns": key}}
-        tests.insert(
-            1, {"cdc_lakehouse.unique_combination_of_columns": {**one_current, **combination}}
-        )
     return {
         "name": table.history_model,
         "description": _described(
@@ -349,7 +330,7 @@ def _history_entry(table: Table) -> dict[str, Any]:
             "(`cdc_history`).",
         ),
         "data_tests": tests,
-        "columns": _source_columns(table, key_tests) + _pipeline(HISTORY_COLUMNS, "history"),
+        "columns": _source_columns(table, None) + _pipeline(HISTORY_COLUMNS, "history"),
     }
 
 

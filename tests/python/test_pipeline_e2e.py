@@ -223,37 +223,66 @@ def test_each_landing_file_is_loaded_once(full: dict[str, Path]) -> None:
     assert set(loaded) == expected
 
 
-def test_data_tests_catch_resurrected_rows_and_placeholders(full: dict[str, Path]) -> None:
-    """The silver data tests fail on what they guard against: a row of a key the change log
-    deleted (silver.products is hard-delete), and the unchanged-TOAST placeholder as the bytes of
-    a bytea column. It writes to the fixture's silver, then repairs it, after the fixture's
-    builds (the exports the other tests read are files)."""
+def test_data_tests_catch_resurrected_rows_placeholders_and_broken_shapes(
+    full: dict[str, Path],
+) -> None:
+    """The data tests fail on what they guard against: in silver, a row of a key the change log
+    deleted (silver.products is hard-delete) and the unchanged-TOAST placeholder as the bytes of
+    a bytea column; in the history, a version with a null `is_current` and two current versions
+    of one key (`cdc_history_intervals`, one test for the history's shape: 2 failing rows); in
+    the change log, an event with an unknown operation and an update without a key
+    (`cdc_change_log_valid`: 2 failing rows). It writes to the fixture's silver, history and
+    bronze, then repairs them, after the fixture's builds (the exports the other tests read are
+    files)."""
     lakehouse = full["first"].parents[1]
     silver = read_export(full["first"], "silver.products")
-    columns = list(column_types(full["first"], "silver.products"))
     live = {row["product_id"] for row in silver}
     bronze = read_export(full["first"], "bronze.bronze_northwind__products")
     deleted = next(r for r in bronze if r["_cdc_op"] == "d" and r["product_id"] not in live)
     key, seq = int(deleted["product_id"]), int(Decimal(str(deleted["_cdc_seq"])))
-    resurrected = {"product_id": str(key), "_cdc_seq": f"cast({seq - 1} as decimal(38,0))"}
-    placeholder = {"product_id": "-7", "thumbnail": f"cast('{PLACEHOLDER}' as binary)"}
+    # (table, replaced columns, which rows to copy): each copies one row
+    current, event = "where is_current", "where _cdc_reject_reason is null and _cdc_op = 'u'"
+    bronze_table, mark = "bronze.bronze_northwind__products", {"_cdc_file": "'broken by a test'"}
+    broken = [
+        ("silver.products", {"product_id": str(key), "_cdc_seq": str(seq - 1)}, ""),
+        ("silver.products", {"product_id": "-7", "thumbnail": f"'{PLACEHOLDER}'"}, ""),
+        ("silver.products_history", {"product_id": "-8", "is_current": "null"}, current),
+        ("silver.products_history", {"product_id": "-9"}, current),
+        ("silver.products_history", {"product_id": "-9"}, current),
+        (bronze_table, {"product_id": "-10", "_cdc_op": "'x'", **mark}, event),
+        (bronze_table, {"product_id": "null", **mark}, event),
+    ]  # fmt: skip
 
     def sql(statement: str) -> None:
         args = json.dumps({"sql": statement})
         run_dbt(["run-operation", "run_query", "--args", args], lakehouse=lakehouse)
 
-    data_tests = ["test", "--select", "products", "--exclude-resource-type", "unit_test"]
-    for replaced in (resurrected, placeholder):
-        values = ", ".join(f"{replaced.get(c, c)} as {c}" for c in columns)
-        sql(f"insert into silver.products select {values} from silver.products limit 1")
+    selection = ["products", "products_history", "stg_northwind__products_changes"]
+    data_tests = ["test", "--select", *selection, "--exclude-resource-type", "unit_test"]
+    copies: dict[str, list[str]] = {}  # one insert per table
+    for relation, replaced, where in broken:
+        columns = column_types(full["first"], relation)
+        values = ", ".join(
+            f"cast({replaced[c]} as {t}) as {c}" if c in replaced else c for c, t in columns.items()
+        )
+        copies.setdefault(relation, []).append(f"(select {values} from {relation} {where} limit 1)")
+    for relation, selects in copies.items():
+        sql(f"insert into {relation} " + " union all ".join(selects))
     try:
         result = run_dbt(data_tests, lakehouse=lakehouse, check=False)
         failed = "\n".join(line for line in result.stdout.splitlines() if " FAIL " in line)
         assert result.returncode != 0
         assert "cdc_hard_deletes_removed_products_" in failed, result.stdout[-3000:]
         assert "cdc_no_toast_placeholder_products_" in failed, result.stdout[-3000:]
+        assert "FAIL 2 cdc_lakehouse_cdc_history_intervals_products_history" in failed, failed
+        assert "FAIL 2 cdc_lakehouse_cdc_change_log_valid_stg_northwind__pr" in failed, failed
     finally:
-        sql(f"delete from silver.products where product_id in ({key}, -7)")
+        for relation, repaired in (
+            ("silver.products", f"product_id in ({key}, -7)"),
+            ("silver.products_history", "product_id in (-8, -9)"),
+            (bronze_table, "_cdc_file = 'broken by a test'"),
+        ):  # fmt: skip
+            sql(f"delete from {relation} where {repaired}")
     run_dbt(data_tests, lakehouse=lakehouse)
 
 

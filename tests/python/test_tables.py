@@ -650,15 +650,25 @@ def test_a_kept_manifest_is_keyed_on_what_dbt_parse_reads_of_a_command() -> None
 def test_bronze_pipeline_columns_carry_no_tests() -> None:
     """Bronze keeps rejected lines, whose pipeline columns (`_cdc_seq`...) are null: a
     not_null test there fails the build as soon as one line is rejected (caught by the oracle's
-    malformed-lines fault); the change log and silver test them."""
+    malformed-lines fault); the change log and silver test them. The change log's and the
+    history's rules are one test each (`cdc_change_log_valid` over the key, the sequence and the
+    operation; `cdc_history_intervals`), not a test node per column."""
     path = REPO / "python_models/bronze/northwind/_northwind__bronze.yml"
     for model in yaml.safe_load(path.read_text())["models"]:
         tested = [c["name"] for c in model["columns"] if c.get("data_tests")]
         assert not [c for c in tested if c.startswith("_cdc_")], model["name"]
-    staging = yaml.safe_load(
-        (REPO / "models/staging/northwind/_northwind__staging.yml").read_text()
-    )
-    for model in staging["models"]:
+    layers = {
+        "staging/northwind/_northwind__staging.yml": "cdc_lakehouse.cdc_change_log_valid",
+        "silver/history/_northwind__history.yml": "cdc_lakehouse.cdc_history_intervals",
+    }
+    for path, rule in layers.items():
+        for model in yaml.safe_load((REPO / "models" / path).read_text())["models"]:
+            assert not [c["name"] for c in model["columns"] if c.get("data_tests")], model["name"]
+            found = [t[rule] for t in model["data_tests"] if isinstance(t, dict) and rule in t]
+            assert len(found) == 1, model["name"]
+            assert found[0]["arguments"]["unique_key"], model["name"]
+    silver = yaml.safe_load((REPO / "models/silver/_northwind__silver.yml").read_text())
+    for model in silver["models"]:
         seq = next(c for c in model["columns"] if c["name"] == "_cdc_seq")
         assert seq["data_tests"] == ["not_null"], model["name"]
 
