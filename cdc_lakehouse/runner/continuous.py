@@ -26,7 +26,8 @@ files and small files that every later run reads, so a loop's runs grow slower r
 until the tables are compacted (docs/schedule.md, "Compaction").
 
 Each run prints one JSON line (start time, seconds, success; `compacted`: what compaction did
-after it). A failed run is reported and the
+after it); the row-count summary dbt would print at the end of each run is off
+(`cdc_run_summary`, see DRIVER_VARS). A failed run is reported and the
 loop goes on with the next one; with `--runs`, the exit status is that of the last run. The
 embedded Derby metastore admits one process: while the loop runs, other dbt commands on the
 same lakehouse fail; with a shared metastore (`CDC_METASTORE_URI`, `devstack.metastore`)
@@ -66,6 +67,34 @@ def built_tables(result: Any) -> set[str]:
     return names
 
 
+# dbt vars the driver's runs get unless the command's `--vars` set them: no row-count summary
+# at the end of each run (on-run-end cdc_run_summary counts every table the run built; the
+# driver reports each run itself, and the run audit records what each run applied).
+DRIVER_VARS: dict[str, Any] = {"cdc_run_summary": False}
+
+
+def with_driver_vars(command: Sequence[str]) -> list[str]:
+    """`command` with DRIVER_VARS added to its `--vars` (`--vars V` or `--vars=V`, YAML as dbt
+    reads it; the command's own values win), or a `--vars` of them when it has none."""
+    import yaml
+
+    words = list(command)
+    for index, word in enumerate(words):
+        inline = word.startswith("--vars=")
+        if word != "--vars" and not inline:
+            continue
+        at = index if inline else index + 1
+        if at >= len(words):
+            return words  # `--vars` without a value: dbt reports it
+        given = yaml.safe_load(word.split("=", 1)[1] if inline else words[at]) or {}
+        if not isinstance(given, dict):
+            return words  # dbt reports the malformed value itself
+        merged = json.dumps({**DRIVER_VARS, **given})
+        words[at] = "--vars=" + merged if inline else merged
+        return words
+    return [*words, "--vars", json.dumps(DRIVER_VARS)]
+
+
 def compaction_command(models: Sequence[str], run_command: Sequence[str]) -> list[str]:
     """`dbt run-operation cdc_compact` of `models`, with the options of `run_command` that
     `dbt parse` takes (its `--vars`, `--target`, profile and paths): the same lakehouse and
@@ -103,11 +132,13 @@ def invoke_repeatedly(
     failed compaction is reported and tried again after the next such runs). Yields one report
     per run: run number, start time, seconds, success (and the error, if any; `small`: true
     when it ran with the small-input settings; `compacted`: the models, seconds and success of
-    a compaction after it). `project` invokes dbt (default: a ParsedProject)."""
+    a compaction after it). `project` invokes dbt (default: a ParsedProject). The command runs
+    with DRIVER_VARS (with_driver_vars)."""
     from cdc_lakehouse.runner.parsed import ParsedProject
 
     # parsed once, then again only when the project or the parse options change (parsed.py)
     project = ParsedProject() if project is None else project
+    command = with_driver_vars(command)
     to_compact: set[str] = set()
     runs_since_compaction = 0
     run = 0

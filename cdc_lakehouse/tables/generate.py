@@ -65,8 +65,6 @@ HISTORY_COLUMNS = (
 )
 # Doc block of a pipeline column when it is not named after the column.
 DOC_NAMES = {"_cdc_is_deleted@history": "cdc_history_is_deleted"}
-# Silver's pipeline columns with a `not_null` test.
-NOT_NULL = {"_cdc_seq"}
 
 SHAPE_TEXT = {
     "envelope": "Debezium envelope",
@@ -179,11 +177,9 @@ def _pipeline(names: Iterable[str], layer: str) -> list[dict[str, Any]]:
         tagged = f"{name}@{layer}"
         doc = DOC_NAMES.get(tagged) or (name[1:] if name.startswith("_") else f"cdc_{name}")
         entry: dict[str, Any] = {"name": name, "description": _doc(doc)}
-        # bronze keeps rejected lines, whose pipeline columns are null; the change log's and
-        # the history's are checked by their model's test (cdc_change_log_valid,
-        # cdc_history_intervals)
-        if layer == "silver" and name in NOT_NULL:
-            entry["data_tests"] = ["not_null"]
+        # no per-column tests: bronze keeps rejected lines, whose pipeline columns are null;
+        # each later layer's model test checks them (cdc_change_log_valid,
+        # cdc_current_state_valid, cdc_history_intervals)
         columns.append(entry)
     return columns
 
@@ -274,9 +270,10 @@ def _delete_text(table: Table, history: bool) -> str:
 
 def _silver_entry(table: Table) -> dict[str, Any]:
     single = len(table.key) == 1
-    tests: list[Any] = ["cdc_lakehouse.cdc_no_toast_placeholder"]
-    if table.delete_mode == "hard":
-        tests.append("cdc_lakehouse.cdc_hard_deletes_removed")
+    # cdc_current_state_valid checks silver's own rules in one query (a `_cdc_seq` on every row,
+    # no unchanged-TOAST placeholder, and in hard-delete mode no row its change log deleted);
+    # dbt's `unique` and `not_null` stay on the key.
+    tests: list[Any] = ["cdc_lakehouse.cdc_current_state_valid"]
     if not single:
         tests.append(
             {

@@ -652,7 +652,8 @@ def test_bronze_pipeline_columns_carry_no_tests() -> None:
     not_null test there fails the build as soon as one line is rejected (caught by the oracle's
     malformed-lines fault); the change log and silver test them. The change log's and the
     history's rules are one test each (`cdc_change_log_valid` over the key, the sequence and the
-    operation; `cdc_history_intervals`), not a test node per column."""
+    operation; `cdc_history_intervals`), and silver's (`cdc_current_state_valid`), not a test
+    node per column."""
     path = REPO / "python_models/bronze/northwind/_northwind__bronze.yml"
     for model in yaml.safe_load(path.read_text())["models"]:
         tested = [c["name"] for c in model["columns"] if c.get("data_tests")]
@@ -667,10 +668,14 @@ def test_bronze_pipeline_columns_carry_no_tests() -> None:
             found = [t[rule] for t in model["data_tests"] if isinstance(t, dict) and rule in t]
             assert len(found) == 1, model["name"]
             assert found[0]["arguments"]["unique_key"], model["name"]
+    # silver: its rules in one test (`cdc_current_state_valid`: the sequence, no placeholder, no
+    # row deleted at the source), dbt's `unique` and `not_null` on the key
     silver = yaml.safe_load((REPO / "models/silver/_northwind__silver.yml").read_text())
     for model in silver["models"]:
-        seq = next(c for c in model["columns"] if c["name"] == "_cdc_seq")
-        assert seq["data_tests"] == ["not_null"], model["name"]
+        assert model["data_tests"].count("cdc_lakehouse.cdc_current_state_valid") == 1
+        tested = {c["name"]: c["data_tests"] for c in model["columns"] if c.get("data_tests")}
+        assert not [c for c in tested if c.startswith("_cdc_")], model["name"]
+        assert tested, model["name"]  # the key's
 
 
 def _result(status: str, unique_id: str | None, *parents: str) -> SimpleNamespace:
@@ -836,7 +841,9 @@ def test_the_driver_compacts_what_its_runs_built_every_n_runs_that_built_tables(
     ]  # fmt: skip
     first, second = compactions
     assert first[:3] == ["run-operation", "cdc_compact", "--args"]
-    assert first[4:] == ["--vars", '{"cdc_landing_root": "l"}', "-t", "cluster"]
+    assert [first[4], *first[6:]] == ["--vars", "-t", "cluster"]
+    # the runs' vars: the command's and the driver's (continuous.DRIVER_VARS)
+    assert yaml.safe_load(first[5]) == {"cdc_landing_root": "l", "cdc_run_summary": False}
     assert yaml.safe_load(first[3]) == {"models": ["a", "bronze_a"]}
     # the failed compaction's models again, with those built since
     assert yaml.safe_load(second[3]) == {"models": ["a", "bronze_a", "bronze_b", "dim"]}
@@ -846,6 +853,30 @@ def test_the_driver_compacts_what_its_runs_built_every_n_runs_that_built_tables(
     )
     assert context.params["macro"] == "cdc_compact"
     assert context.params["target"] == "cluster"
+
+
+def test_the_driver_adds_its_vars_to_each_command_and_keeps_the_users() -> None:
+    """The driver's runs get DRIVER_VARS (no row-count summary) in their `--vars`, in both of
+    dbt's spellings; a value the command sets wins; a command without `--vars` gets one."""
+    from cdc_lakehouse.runner import continuous
+
+    def vars_of(command: list[str]) -> dict:
+        for index, word in enumerate(command):
+            if word.startswith("--vars="):
+                return yaml.safe_load(word.split("=", 1)[1])
+            if word == "--vars":
+                return yaml.safe_load(command[index + 1])
+        raise AssertionError(command)
+
+    added = continuous.with_driver_vars(["build", "-s", "x+"])
+    assert added[:3] == ["build", "-s", "x+"] and vars_of(added) == {"cdc_run_summary": False}
+    for spelling in (["--vars", "{cdc_landing_root: l}"], ["--vars={cdc_landing_root: l}"]):
+        merged = continuous.with_driver_vars(["build", *spelling, "-t", "cluster"])
+        assert len(merged) == len(spelling) + 3 and merged[-2:] == ["-t", "cluster"]
+        assert vars_of(merged) == {"cdc_landing_root": "l", "cdc_run_summary": False}
+    kept = continuous.with_driver_vars(["build", "--vars", "{cdc_run_summary: true}"])
+    assert vars_of(kept) == {"cdc_run_summary": True}
+    assert continuous.with_driver_vars(["build", "--vars"]) == ["build", "--vars"]
 
 
 def test_a_small_run_runs_with_the_small_input_settings_and_the_next_with_the_profiles(

@@ -53,6 +53,7 @@
         a newly declared column values of events already applied: resolve the whole change log
         again, as --full-refresh would; the strategy replaces silver with it. -#}
     {{ cdc_lakehouse.cdc_batch_kind_note('replace') }}
+    {{ cdc_lakehouse.cdc_batch_window_note(new_batch.get('window')) }}
     {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes) -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
@@ -66,6 +67,7 @@
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
     {%- else %}
     {{ cdc_lakehouse.cdc_batch_kind_note('changes') }}
+    {{ cdc_lakehouse.cdc_batch_window_note(new_batch.get('window')) }}
     {{ cdc_lakehouse.cdc_resolve_batch(
         new_changes, keys, attributes,
         target=this,
@@ -107,6 +109,27 @@
 {% endmacro %}
 
 
+{#- What an incremental silver run reads, as the query that chose its kind found it
+    (cdc_new_changes): `events` (how many events loaded since the watermark), `applied_seq` and
+    `newest_source_ts` (their newest sequence and source commit time, strings). Noted in the
+    compiled SQL as the kind is (cdc_batch_kind_note), read back by the strategy
+    (cdc_batch_window), which records it with the run's commit for the run audit: the audit
+    then counts nothing. Empty when the query did not run (a dbt unit test's override). -#}
+{% macro cdc_batch_window_note(window) %}
+    {%- if not window -%}
+        {{ return('') }}
+    {%- endif -%}
+    {{- return('/* cdc_batch_window: ' ~ tojson(window) ~ ' */') -}}
+{% endmacro %}
+
+
+{#- The window cdc_batch_window_note wrote into this node's compiled SQL; {} if none. -#}
+{% macro cdc_batch_window() %}
+    {%- set notes = modules.re.findall('/[*] cdc_batch_window: ([{][^*]*[}]) [*]/', compiled_code or '') -%}
+    {{ return(fromjson(notes[0]) if notes else {}) }}
+{% endmacro %}
+
+
 {#- The kind cdc_batch_kind_note wrote into this node's compiled SQL; none if it wrote none (the
     model does not call cdc_current_state or cdc_history). -#}
 {% macro cdc_batch_kind() %}
@@ -132,34 +155,60 @@
 
 {#- What the change log holds after silver's watermark, in one statement: `found` (any row),
     `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable)
-    and `key_changes` (a primary-key change, see cdc_has_key_changes); given the `keys` of
+    and `key_changes` (a primary-key change, see cdc_has_key_changes), and the batch's
+    `window` (see cdc_batch_window_note): how many events, their newest sequence and newest
+    source commit time, which the strategy records for the run audit; given the `keys` of
     `relation` (silver), also `older_than_silver`: how many new events are older than the
-    live silver row of their key, the first question of cdc_late_changes_found. All true when not
-    executing. A dbt unit test, whose fixtures cannot be queried, overrides it (`overrides:
-    macros: cdc_new_changes: {found: true, unavailable: ..., key_changes: ...}`; a missing
-    `key_changes` is true). -#}
+    live silver row of their key, the first question of cdc_late_changes_found. One
+    aggregation by sequence answers all but the last (a scalar subquery per question was a
+    Spark job each). All true when not executing. A dbt unit test, whose fixtures cannot be
+    queried, overrides it (`overrides: macros: cdc_new_changes: {found: true, unavailable:
+    ..., key_changes: ...}`; a missing `key_changes` is true, a missing `window` leaves the
+    audit to count). -#}
 {% macro cdc_new_changes(changes, relation, watermark=none, keys=none) %}
     {%- if not execute -%}
         {{ return({'found': true, 'unavailable': true, 'key_changes': true}) }}
     {%- endif -%}
     {%- set query -%}
-        with new_changes as (
+        with
+
+        new_changes as (
             select *
             from {{ changes }}
             where _cdc_loaded_at > {{ watermark or cdc_lakehouse.cdc_watermark(relation) }}
+        ),
+
+        {#- A sequence with a create and a delete is a primary-key change
+            (cdc_key_change_sequences). -#}
+        sequences as (
+            select
+                _cdc_seq,
+                count(*) as events,
+                count_if(coalesce(_cdc_unavailable_columns, '') != '') as unavailable,
+                count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0 as key_change,
+                max(_cdc_source_ts) as newest_source_ts
+            from new_changes
+            group by _cdc_seq
         )
+
         select
-            (select count(*) from new_changes),
-            (select count_if(coalesce(_cdc_unavailable_columns, '') != '') from new_changes),
-            (select count(*) from ({{ cdc_lakehouse.cdc_key_change_sequences('new_changes') }}) as key_change_seqs)
+            coalesce(sum(events), 0),
+            coalesce(sum(unavailable), 0),
+            count_if(key_change),
+            cast(max(_cdc_seq) as string),
+            cast(max(newest_source_ts) as string)
             {%- if keys %},
             ({{ cdc_lakehouse.cdc_older_than_silver('new_changes', relation, keys) }})
             {%- endif %}
+        from sequences
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
-    {%- set found = {'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0} -%}
+    {%- set found = {
+        'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0,
+        'window': {'events': row[0] | int, 'applied_seq': row[3], 'newest_source_ts': row[4]},
+    } -%}
     {%- if keys -%}
-        {%- do found.update({'older_than_silver': row[3]}) -%}
+        {%- do found.update({'older_than_silver': row[5]}) -%}
     {%- endif -%}
     {{ return(found) }}
 {% endmacro %}

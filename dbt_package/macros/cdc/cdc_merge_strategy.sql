@@ -73,7 +73,9 @@
     {%- endset -%}
     {%- do writes.append(replace_sql) -%}
     {%- set newest = run_query("select cast(max(_cdc_loaded_at) as string) from " ~ cdc_lakehouse.cdc_upstream_change_log()).rows[0][0] -%}
-    {{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest, {'kind': 'replace'})) }}
+    {%- set run = {'kind': 'replace'} -%}
+    {%- do run.update(cdc_lakehouse.cdc_batch_window()) -%}
+    {{ return(cdc_lakehouse.cdc_commit_with_state(writes, target, newest, run)) }}
 {%- endif %}
 
 {#- One look at the batch decides which statements are needed: each one is an Iceberg commit. -#}
@@ -91,8 +93,10 @@
     ~ " from " ~ batch
 ).rows[0] -%}
 {%- set newest, truncate_seq = counts['newest'], counts['truncate_seq'] -%}
-{#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted. -#}
+{#- What this run did, for the run audit (cdc_run_audit): rows inserted, updated, deleted, and
+    the events it read (cdc_batch_window). -#}
 {%- set run = {'kind': 'incremental', 'inserted': counts['inserted'], 'updated': counts['updated'], 'deleted': counts['deleted']} -%}
+{%- do run.update(cdc_lakehouse.cdc_batch_window()) -%}
 
 {#- The tombstones first (another table): they must be in place when the watermark moves.
     Appended, not merged: readers take the newest per key (cdc_tombstones_query), so a key

@@ -86,42 +86,62 @@
 
     {#- What the strategy (or the full build's post-hook) applied, if it ran in this invocation. -#}
     {%- set properties = cdc_lakehouse.cdc_committed_state(relation) -%}
+    {#- The events the committed run read, their newest sequence and source commit time, where
+        its strategy recorded them (cdc_batch_window_note): cdc_run_audit_counts then counts
+        nothing for this row. A run with nothing new read none, and the newest it reports are
+        those of the last run that committed. -#}
+    {%- set events = properties.get('cdc.run.events') -%}
+    {%- set window = {
+        'seq': properties.get('cdc.run.applied_seq') or none,
+        'newest': properties.get('cdc.run.newest_source_ts') or none,
+        'counted': true,
+    } -%}
     {%- if properties.get('cdc.run.invocation_id') == invocation_id -%}
         {%- do row.update({'kind': properties.get('cdc.run.kind')}) -%}
         {%- for name in ('inserted', 'updated', 'deleted') -%}
             {%- set value = properties.get('cdc.run.' ~ name) -%}
             {%- do row.update({name: (value | int) if value else none}) -%}
         {%- endfor -%}
+        {%- if events -%}
+            {%- do row.update(window) -%}
+            {%- do row.update({'events': events | int}) -%}
+        {%- endif -%}
     {%- else -%}
         {%- do row.update({'kind': 'no-op', 'inserted': 0, 'updated': 0, 'deleted': 0}) -%}
+        {%- if events -%}
+            {%- do row.update(window) -%}
+            {%- do row.update({'events': 0}) -%}
+        {%- endif -%}
     {%- endif -%}
     {%- do row.update({'watermark': properties.get('cdc.watermark')}) -%}
     {{ return(row) }}
 {% endmacro %}
 
 
-{#- The counts of the audit rows (cdc_run_audit_row) of successful models, in two queries for
-    all of them (a query per table and count cost two seconds of a no-op run of the sample):
-    the previous audited row of each table, then the events read (the change log between the
-    previous audited watermark and this one) and the lines rejected while flattening in this
-    run. Updates the rows in place. -#}
+{#- The counts of the audit rows (cdc_run_audit_row) of successful models, in at most two
+    queries for all of them (a query per table and count cost two seconds of a no-op run of the
+    sample): the lines rejected while flattening in this run and, for rows whose committed run
+    did not record the events it read (a full build, a table written before runs recorded
+    them), the events read (the change log between the previous audited watermark and this
+    one), for which the previous audited row of each such table is read first. Updates the
+    rows in place. -#}
 {% macro cdc_run_audit_counts(rows, audit) %}
     {%- set done = rows | selectattr('status', 'equalto', 'success') | list -%}
     {%- if not done -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set names = [] -%}
-    {%- for row in done -%}
+    {%- for row in done if not row.get('counted') -%}
         {%- do names.append("'" ~ row.relation ~ "'") -%}
     {%- endfor -%}
     {%- set previous = {} -%}
-    {%- for found in run_query(
+    {%- for found in ([] if not names else run_query(
         "select relation_name, cast(loaded_watermark as string), cast(applied_seq as string),"
         ~ " cast(newest_source_ts as string)"
         ~ " from (select *, row_number() over (partition by relation_name order by recorded_at desc) as newest_first"
         ~ " from " ~ audit ~ " where relation_name in (" ~ names | join(', ') ~ ") and status = 'success')"
         ~ " where newest_first = 1"
-    ).rows -%}
+    ).rows) -%}
         {%- do previous.update({found[0]: [found[1], found[2], found[3]]}) -%}
     {%- endfor -%}
 
@@ -129,7 +149,9 @@
     {%- set branches = [] -%}
     {%- for row in done -%}
         {%- set before = previous.get(row.relation, [none, none, none]) -%}
-        {%- if row.kind == 'no-op' and before[0] is not none -%}
+        {%- if row.get('counted') -%}
+            {#- Recorded by the run (cdc_run_audit_row). -#}
+        {%- elif row.kind == 'no-op' and before[0] is not none -%}
             {%- do row.update({'events': 0, 'seq': before[1], 'newest': before[2]}) -%}
         {%- else -%}
             {%- set lower = none if row.kind in ('full', 'no-op') else before[0] -%}

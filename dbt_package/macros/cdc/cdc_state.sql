@@ -109,13 +109,14 @@
 
 
 {#- The state a run records: `cdc.watermark` and, given `run` (a dict: kind, inserted, updated,
-    deleted), what this run applied (`cdc.run.*`, stamped with the invocation id). The run
-    audit hook (cdc_run_audit) reads them. -#}
+    deleted; a silver run also events, applied_seq and newest_source_ts, see
+    cdc_batch_window_note), what this run applied (`cdc.run.*`, stamped with the invocation
+    id). The run audit hook (cdc_run_audit) reads them. -#}
 {% macro cdc_state_properties(value, run=none) %}
     {%- set properties = {'cdc.watermark': value | string} -%}
     {%- if run is not none -%}
         {%- do properties.update({'cdc.run.invocation_id': invocation_id}) -%}
-        {%- for name in ('kind', 'inserted', 'updated', 'deleted') -%}
+        {%- for name in ('kind', 'inserted', 'updated', 'deleted', 'events', 'applied_seq', 'newest_source_ts') -%}
             {%- set number = run.get(name) -%}
             {%- do properties.update({'cdc.run.' ~ name: '' if number is none else number | string}) -%}
         {%- endfor -%}
