@@ -213,6 +213,14 @@
 
 
 {#- The graph node of the model behind `relation` (for tests), or none. -#}
+{#- The delete mode (`cdc_delete_mode`) of the silver model that builds `relation`; `hard`, the
+    default, when no model of the project does (or when not executing). -#}
+{% macro cdc_delete_mode_of(relation) %}
+    {%- set node = cdc_lakehouse.cdc_model_node_of(relation) -%}
+    {{ return(((node.config.get('cdc_delete_mode') if node else none) or 'hard')) }}
+{% endmacro %}
+
+
 {% macro cdc_model_node_of(relation) %}
     {%- if execute -%}
         {%- for node in graph.nodes.values() -%}

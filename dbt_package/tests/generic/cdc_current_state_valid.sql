@@ -9,8 +9,6 @@
   dbt's `unique` and `not_null` on the key stay tests of their own.
 #}
 {% test cdc_current_state_valid(model, placeholder='__debezium_unavailable_value') %}
-{%- set node = cdc_lakehouse.cdc_model_node_of(model) if execute else none %}
-{%- set hard = ((node.config.get('cdc_delete_mode') if node else none) or 'hard') == 'hard' %}
 
 with
 
@@ -28,7 +26,7 @@ checked as (
 select *
 from checked
 where _cdc_failure is not null
-{%- if hard %}
+{% if cdc_lakehouse.cdc_delete_mode_of(model) == 'hard' -%}
 
 union all
 
