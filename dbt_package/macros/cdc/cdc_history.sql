@@ -26,7 +26,10 @@
 {#
   What an incremental run of a history model must recompute, decided by one query on the change
   log so that the model's own query stays small (Spark inlines CTEs: every decision left to SQL
-  multiplies the plan). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
+  multiplies the plan): one aggregation of the whole log by sequence (key changes, truncates
+  loaded before), one of the touched keys' earlier events (late events) and one of the new
+  events; which touched keys took part in a primary-key change is a second query, asked only
+  when the log holds one (a scalar subquery per question was a Spark job each). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change),
   `key_changes` (the change log holds a primary-key change at all: cdc_has_key_changes, asked
@@ -63,14 +66,16 @@
             where _cdc_loaded_at > {{ watermark }}
         ),
 
-        key_change_seqs as (
-            {{ cdc_lakehouse.cdc_key_change_sequences(changes) }}
-        ),
-
-        key_change_keys as (
-            select {{ key_list }}
+        {#- The whole change log by sequence: a create and a delete at one sequence are a
+            primary-key change (cdc_key_change_sequences); a truncate loaded before. -#}
+        sequences as (
+            select
+                _cdc_seq,
+                count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0 as key_change,
+                count_if(_cdc_op = 't' and _cdc_loaded_at <= {{ watermark }}) > 0 as truncate_before
             from {{ changes }}
-            where _cdc_op in ('c', 'd') and _cdc_seq in (select _cdc_seq from key_change_seqs)
+            where _cdc_op in ('c', 'd', 't')
+            group by _cdc_seq
         ),
 
         {#- The newest sequence and commit time among the events of each touched key loaded
@@ -87,15 +92,11 @@
             count(*),
             count_if(_cdc_op = 't'),
             cast(max(_cdc_loaded_at) as string),
-            (
-                select count(*)
-                from new_changes
-                left semi join key_change_keys using ({{ key_list }})
-                where new_changes._cdc_op != 't'
-            ),
-            (select count(*) from key_change_seqs),
             count_if(coalesce(_cdc_unavailable_columns, '') != ''),
             count_if(_cdc_op = 'd'),
+            min(_cdc_seq),
+            (select count_if(key_change) from sequences),
+            (select max(case when truncate_before then _cdc_seq end) from sequences),
             (
                 select count(*)
                 from new_changes
@@ -103,22 +104,28 @@
                 where
                     new_changes._cdc_seq <= key_ends._cdc_seq
                     or new_changes._cdc_source_ts < key_ends._cdc_source_ts
-            ),
-            (
-                select count(*)
-                from {{ changes }}
-                where
-                    _cdc_op = 't' and _cdc_loaded_at <= {{ watermark }}
-                    and _cdc_seq >= (select min(_cdc_seq) from new_changes)
             )
         from new_changes
     {%- endset -%}
     {%- set row = run_query(query).rows[0] -%}
+    {%- set key_changes, newest_truncate = row[6], row[7] -%}
+    {#- A truncate loaded before, at or after the first new event: the new events are late. -#}
+    {%- set truncated_after = newest_truncate is not none and row[5] is not none and newest_truncate >= row[5] -%}
+    {#- Keys that took part in a primary-key change (rare): asked only when the log holds one. -#}
+    {%- set linked = 0 -%}
+    {%- if key_changes > 0 and row[0] > 0 -%}
+        {%- set linked = run_query(
+            "select count(*) from (select * from " ~ changes ~ " where _cdc_loaded_at > " ~ watermark ~ ") as new_changes"
+            ~ " left semi join (select " ~ key_list ~ " from " ~ changes
+            ~ " where _cdc_op in ('c', 'd') and _cdc_seq in (" ~ cdc_lakehouse.cdc_key_change_sequences(changes) ~ ")) as key_change_keys"
+            ~ " using (" ~ key_list ~ ") where new_changes._cdc_op != 't'"
+        ).rows[0][0] -%}
+    {%- endif -%}
     {{ return({
-        'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': row[3] > 0,
-        'key_changes': row[4] > 0,
-        'appends_only': row[3] == 0 and row[5] == 0 and row[7] == 0 and row[8] == 0 and not new_columns,
-        'deletes': row[6] > 0,
+        'empty': row[0] == 0, 'all_keys': row[1] > 0, 'linked_keys': linked > 0,
+        'key_changes': key_changes > 0,
+        'appends_only': linked == 0 and row[3] == 0 and row[8] == 0 and not truncated_after and not new_columns,
+        'deletes': row[4] > 0,
         'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true, 'watermark': watermark,
     }) }}
 {% endmacro %}
