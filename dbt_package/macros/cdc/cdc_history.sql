@@ -29,7 +29,8 @@
   multiplies the plan): one aggregation of the whole log by sequence (key changes, truncates
   loaded before), one of the touched keys' earlier events (late events) and one of the new
   events; which touched keys took part in a primary-key change is a second query, asked only
-  when the log holds one (a scalar subquery per question was a Spark job each). Returns `empty` (nothing loaded since the watermark), `all_keys` (a new
+  when the log holds one (a scalar subquery per question was a Spark job each). Returns
+  `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change),
   `key_changes` (the change log holds a primary-key change at all: cdc_has_key_changes, asked
