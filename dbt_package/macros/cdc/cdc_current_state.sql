@@ -185,7 +185,7 @@
                 _cdc_seq,
                 count(*) as events,
                 count_if(coalesce(_cdc_unavailable_columns, '') != '') as unavailable,
-                count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0 as key_change,
+                {{ cdc_lakehouse.cdc_is_key_change() }} as key_change,
                 max(_cdc_source_ts) as newest_source_ts
             from new_changes
             group by _cdc_seq

@@ -72,7 +72,7 @@
         sequences as (
             select
                 _cdc_seq,
-                count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0 as key_change,
+                {{ cdc_lakehouse.cdc_is_key_change() }} as key_change,
                 count_if(_cdc_op = 't' and _cdc_loaded_at <= {{ watermark }}) > 0 as truncate_before
             from {{ changes }}
             where _cdc_op in ('c', 'd', 't')

@@ -78,7 +78,15 @@
     from {{ changes }}
     where _cdc_op in ('c', 'd')
     group by _cdc_seq
-    having count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
+    having {{ cdc_lakehouse.cdc_is_key_change() }}
+{%- endmacro %}
+
+
+{#- Aggregate condition over the events of one sequence (`group by _cdc_seq`): true when they are
+    a primary-key change (a create and a delete). The one definition cdc_key_change_sequences
+    and the run plans' aggregations by sequence (cdc_new_changes, cdc_history_scope) share. -#}
+{% macro cdc_is_key_change() -%}
+    count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
 {%- endmacro %}
 
 
