@@ -15,7 +15,7 @@ from dbt.adapters.sparksession.python_submissions import (
     checkpoint_view,
     spark_error_detail,
 )
-from dbt.adapters.sparksession.relations import list_schema, session
+from dbt.adapters.sparksession.relations import list_schema, list_schemas, session
 from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
 from dbt_common.exceptions import DbtRuntimeError
@@ -87,6 +87,18 @@ class SparkSessionAdapter(SparkAdapter):
             raise DbtRuntimeError(f"listing schema {schema} failed: {detail}") from exc
         logger.debug(f"Listed {len(rows)} relations of {schema_relation.schema} (metastore)")
         return self._build_spark_relation_list(rows, self._get_relation_information)
+
+    def list_schemas(self, database: str | None) -> list[str]:
+        """In this process's Spark session: the session catalog's schemas in one metastore call
+        (relations.py), without the `show databases` statement. Over Thrift, dbt-spark's."""
+        if self.config.credentials.method != SparkConnectionMethod.SESSION:
+            return super().list_schemas(database)
+        try:
+            schemas = list_schemas(session(self.config.credentials.server_side_parameters))
+        except Exception as exc:
+            raise DbtRuntimeError(f"listing schemas failed: {spark_error_detail(exc)}") from exc
+        logger.debug(f"Listed {len(schemas)} schemas (metastore)")
+        return schemas
 
     @property
     def default_python_submission_method(self) -> str:
