@@ -1406,6 +1406,8 @@ def test_undeclared_fields_are_kept_and_decode_exactly_once_declared(
             "extra": '{"k":[1,2]}',
         }, shape
         assert json.loads(got[2]._cdc_undeclared)["tags"] == f'["{gone}"]'
+        assert "extra" not in json.loads(got[2]._cdc_undeclared), shape  # a JSON null: left out
+        assert got[3]._cdc_undeclared is None, shape  # only nulls beyond the columns
         assert all(r._cdc_reject_reason is None for r in got), shape
 
         # What the declared decoder gives from the start, and what the backfill gives later.
