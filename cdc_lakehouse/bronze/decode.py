@@ -334,8 +334,8 @@ def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
     Envelope lines' fields are not surveyed (an empty list): the decoder reads their row images
     as maps and keeps the fields that are not columns line by line (see _images_are_maps), so
     the pass only cuts each line's text, without parsing its JSON. Parsing every line here
-    as well took most of a bronze run's decode: 2.0 of 8.6 s for 1M envelope lines, warm, on
-    2 cores (docs/benchmarks.md).
+    as well took a quarter of a bronze run's decode: 2.0 of 8.6 s for 1M envelope lines, warm,
+    on 2 cores (docs/benchmarks.md).
 
     A set of key lists stays small (rows of a table share their fields), and no sort is needed."""
     value = F.col("value")
@@ -1094,8 +1094,9 @@ def decode_changes(
 
     schema_texts: the embedded schemas and bare_fields: the row fields
     of lines without one (see survey_lines). Both are collected from `lines` with one extra
-    cheap pass when not given. Lines whose schema is not among them are rejected; fields of
-    bare lines that are not columns are kept, as text, in `_cdc_undeclared`.
+    pass when not given. Lines whose schema is not among them are rejected; fields of
+    bare lines that are not columns are kept, as text, in `_cdc_undeclared` (envelope lines:
+    whatever bare_fields says, from each line's own row image, see _images_are_maps).
     """
     spark = lines.sparkSession
     if schema_texts is None or bare_fields is None:
@@ -1114,6 +1115,9 @@ def decode_changes(
     op = plan.let(op_sql, "op")
     image = plan.let(image_sql, "img")
     if maps:
+        # One lookup per column and line: written out at each use instead, the lookups made the
+        # generated code too large to be compiled early (1M lines in a fresh JVM: 18-20 s
+        # against 12.7-13 s).
         raw = {n: plan.let(f"{image}[{_lit(n)}]", "raw") for n in names}
         undeclared_value = undeclared_map_sql(image, names)
     else:
