@@ -319,13 +319,6 @@ def _has_schema(value: Column) -> Column:
     return value.startswith(_WRAPPED_PREFIX + "{")
 
 
-def _image_text_sql(shape: str) -> str:
-    """SQL for the JSON text of the object that holds a bare line's row values."""
-    if shape == "envelope":
-        return "coalesce(get_json_object(value, '$.after'), get_json_object(value, '$.before'))"
-    return "value"
-
-
 def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
     """In one pass over the text: the distinct embedded schemas, as `{"schema":{...}` texts, and
     the field names of the rows in lines without one (schemas off: what the lines hold beyond
@@ -339,19 +332,16 @@ def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
 
     A set of key lists stays small (rows of a table share their fields), and no sort is needed."""
     value = F.col("value")
-    text = F.when(_has_schema(value), _schema_text(value))
-    if _images_are_maps(shape):
-        found = lines.agg(F.collect_set(text)).first()
-        return sorted(found[0] or []) if found else [], []
-    # Inside the CASE, so that wrapped lines (schemas on) are not parsed at all here.
-    keys = F.when(
-        ~value.startswith(_WRAPPED_PREFIX),
-        F.expr(f"json_object_keys({_image_text_sql(shape)})"),
-    )
-    found = lines.agg(F.collect_set(text), F.collect_set(keys)).first()
+    sets = [F.collect_set(F.when(_has_schema(value), _schema_text(value)))]
+    if not _images_are_maps(shape):
+        # The flattened and row shapes hold the row at the top level of a bare line. Inside the
+        # CASE, so that wrapped lines (schemas on) are not parsed at all here.
+        keys = F.when(~value.startswith(_WRAPPED_PREFIX), F.expr("json_object_keys(value)"))
+        sets.append(F.collect_set(keys))
+    found = lines.agg(*sets).first()
     if not found:
         return [], []
-    fields = sorted({k for ks in found[1] or [] for k in ks or []})
+    fields = sorted({k for ks in (found[1] if len(found) > 1 else None) or [] for k in ks or []})
     return sorted(found[0] or []), fields
 
 
