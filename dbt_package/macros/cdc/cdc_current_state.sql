@@ -54,7 +54,7 @@
         again, as --full-refresh would; the strategy replaces silver with it. -#}
     {{ cdc_lakehouse.cdc_batch_kind_note('replace') }}
     {{ cdc_lakehouse.cdc_batch_window_note(new_batch.get('window')) }}
-    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes) -%}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, deleted_values=delete_mode == 'soft') -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }},
@@ -75,12 +75,13 @@
         tombstones=cdc_lakehouse.cdc_tombstones_query(this, keys),
         carry=new_batch.unavailable,
         key_changes=new_batch.get('key_changes', true),
+        deleted_values=delete_mode == 'soft',
     ) }}
     {%- endif %}
 {%- else %}
     {{ cdc_lakehouse.cdc_batch_kind_note('full') }}
     {%- set carry = cdc_lakehouse.cdc_batch_has_unavailable(changes) -%}
-    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes)) -%}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes), deleted_values=delete_mode == 'soft') -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }}{{ "," if not loop.last }}

@@ -7,25 +7,40 @@
 
 {#- The true order of a key's events: the source sequence (LSN), a truncate after an event of
     the same sequence, then the landing position (the first delivered copy first). -#}
-{% macro cdc_event_order() %}
+{% macro cdc_event_order(order_columns=false) %}
+    {%- if order_columns -%}
+        {{- return("_cdc_seq, _cdc_order_is_truncate, _cdc_order_offset, _cdc_file, _cdc_line") -}}
+    {%- endif -%}
     {{- return("_cdc_seq, _cdc_op = 't', coalesce(_cdc_offset, -1), _cdc_file, _cdc_line") -}}
 {% endmacro %}
 
 
-{% macro cdc_by_key(keys) %}
-    {{- return("partition by " ~ cdc_lakehouse.cdc_column_list(keys) ~ " order by " ~ cdc_lakehouse.cdc_event_order()) -}}
+{#- The computed terms of cdc_event_order, as columns to select beside the events' own: windows
+    ordered by cdc_event_order(order_columns=true) over them share one sort of the events. Spark
+    matches a window's order with the order its input already has by expression, and an
+    expression written again for a later window (after a filter between them) is a new one: the
+    events were sorted a second time (the initial load of 10M events, 2 cores: about 4 s of the
+    resolution's 29 s, docs/benchmarks.md). -#}
+{% macro cdc_event_order_columns() %}
+    {{- return("_cdc_op = 't' as _cdc_order_is_truncate, coalesce(_cdc_offset, -1) as _cdc_order_offset") -}}
+{% endmacro %}
+
+
+{% macro cdc_by_key(keys, order_columns=false) %}
+    {{- return("partition by " ~ cdc_lakehouse.cdc_column_list(keys) ~ " order by " ~ cdc_lakehouse.cdc_event_order(order_columns)) -}}
 {% endmacro %}
 
 
 {#- Select over `source` (change events, no truncates) keeping the first delivered copy of each
     event: copies (at-least-once redelivery, a file written again) share the key and sequence.
-    The window is the one the later steps use, so Spark sorts the batch once. -#}
-{% macro cdc_first_copies(source, keys) %}
+    The window is the one the later steps use; with `order_columns` (the source selects
+    cdc_event_order_columns) Spark sorts the batch once. -#}
+{% macro cdc_first_copies(source, keys, order_columns=false) %}
     select *
     from (
         select
             *,
-            lag(_cdc_seq) over ({{ cdc_lakehouse.cdc_by_key(keys) }}) as _cdc_previous_seq
+            lag(_cdc_seq) over ({{ cdc_lakehouse.cdc_by_key(keys, order_columns) }}) as _cdc_previous_seq
         from {{ source }}
     ) as copies
     where _cdc_previous_seq is null or _cdc_previous_seq != _cdc_seq
@@ -40,8 +55,8 @@
   latest value sent in the key's generation up to this event (`_cdc_carried__<column>`, a struct
   of the generation and the value), skipping placeholders and closing events.
 #}
-{% macro cdc_carried_events(source, keys, attribute_columns) %}
-    {%- set by_key = cdc_lakehouse.cdc_by_key(keys) -%}
+{% macro cdc_carried_events(source, keys, attribute_columns, order_columns=false) %}
+    {%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns) -%}
     select
         *
         {%- for column in attribute_columns %},

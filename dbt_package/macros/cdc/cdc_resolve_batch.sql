@@ -13,17 +13,23 @@
   create and a delete, see cdc_has_key_changes): the key-change chains, which would find no key
   to follow, are left out of the plan (they double its size). The default is right for every
   batch.
+  `deleted_values=false` is for a silver table in hard-delete mode, whose deletes remove the row:
+  a delete's attribute values are then NULL, not the values it keeps in soft-delete mode (the
+  last sent in its key generation). Without placeholders that leaves out a window over whole
+  rows, the previous event of every event, kept only for deletes. Carrying batches (carry=true)
+  compute them either way.
 #}
-{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none, carry=true, key_changes=true) %}
-    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry, key_changes)) }}
+{% macro cdc_resolve_batch(changes, key_columns, attribute_columns, target=none, target_attribute_columns=[], tombstones=none, carry=true, key_changes=true, deleted_values=true) %}
+    {{ return(adapter.dispatch('cdc_resolve_batch', 'cdc_lakehouse')(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry, key_changes, deleted_values)) }}
 {% endmacro %}
 
 
-{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true, key_changes=true) %}
+{% macro default__cdc_resolve_batch(changes, key_columns, attribute_columns, target, target_attribute_columns, tombstones, carry=true, key_changes=true, deleted_values=true) %}
 {%- set q = adapter.quote -%}
 {%- set keys = key_columns | map('trim') | list -%}
 {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
-{%- set by_key = cdc_lakehouse.cdc_by_key(keys) -%}
+{#- The batch selects the event order's terms as columns: every window below shares one sort. -#}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns=true) -%}
 {%- set target_only = target_attribute_columns | reject('in', attribute_columns) | reject('in', keys) | list -%}
 
 with
@@ -31,7 +37,8 @@ with
 batch as (
     select
         *,
-        split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable
+        split(coalesce(_cdc_unavailable_columns, ''), ',') as _cdc_unavailable,
+        {{ cdc_lakehouse.cdc_event_order_columns() }}
     from {{ changes }}
 ),
 
@@ -116,12 +123,12 @@ candidate_copies as (
 
 {#- Redelivered copies of an event collapse to the first delivered. -#}
 candidates as (
-    {{ cdc_lakehouse.cdc_first_copies('candidate_copies', keys) }}
+    {{ cdc_lakehouse.cdc_first_copies('candidate_copies', keys, order_columns=true) }}
 ),
 
 {%- if carry %}
 carried as (
-    {{ cdc_lakehouse.cdc_carried_events('candidates', keys, attribute_columns) }}
+    {{ cdc_lakehouse.cdc_carried_events('candidates', keys, attribute_columns, order_columns=true) }}
 ),
 
 winners as (
@@ -179,9 +186,11 @@ winners as (
     from (
         select
             *,
-            lead(1) over ({{ by_key }}) is null as _cdc_is_last,
+            lead(1) over ({{ by_key }}) is null as _cdc_is_last
+            {%- if deleted_values %},
             lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op
-            {%- if attribute_columns %},
+            {%- endif %}
+            {%- if deleted_values and attribute_columns %},
             lag(named_struct(
                 {%- for column in attribute_columns %}
                 '{{ column }}', {{ q(column) }}{{ "," if not loop.last }}
@@ -202,6 +211,7 @@ resolved as (
         case
             when winners._cdc_op != 'd'
                 then winners.{{ q(column) }}
+            {%- if deleted_values %}
             when winners._cdc_previous_op is not null and winners._cdc_previous_op != 'd'
                 then winners._cdc_previous.{{ q(column) }}
             {%- if target is not none and column in target_attribute_columns %}
@@ -210,6 +220,7 @@ resolved as (
                 and winners._cdc_target_seq is not null
                 and not winners._cdc_target_is_deleted
                 then winners.{{ q('_cdc_target__' ~ column) }}
+            {%- endif %}
             {%- endif %}
         end as {{ q(column) }},
         {%- endfor %}
@@ -245,16 +256,17 @@ latest_truncate as (
     where _cdc_truncate_rank = 1
 ),
 
+{#- A scalar subquery rather than a join: a full build, which does not select the column, does
+    not read the batch for it. -#}
 final as (
     select
         actions.*,
-        batch_high_watermark._cdc_batch_loaded_at
+        (select _cdc_batch_loaded_at from batch_high_watermark) as _cdc_batch_loaded_at
     from (
         select * from resolved
         union all
         select * from latest_truncate
     ) as actions
-    cross join batch_high_watermark
 )
 
 select * from final
