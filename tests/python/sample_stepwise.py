@@ -16,6 +16,7 @@ compares the second step's tables, and the peers' on the same files, case by cas
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -80,6 +81,28 @@ def differences_from_silver(lakehouse: Path) -> dict[str, int]:
     return {row["snapshot"]: row["n"] for row in show(lakehouse, " union all ".join(parts))}
 
 
+def resolution_sorts(lakehouse: Path) -> dict[str, int]:
+    """Per silver model whose last build resolved the whole change log without carrying
+    unchanged-TOAST values (its compiled SQL in target/compiled): how many sorts by the model's
+    key the plan of that resolution holds (`EXPLAIN FORMATTED`). Its windows over a key's events
+    share one order, so one sort must serve them all (cdc_event_order_columns)."""
+    counts = {}
+    for path in sorted((lakehouse / "target" / "compiled").glob("*/models/silver/*.sql")):
+        sql = path.read_text()
+        if "cdc_batch_kind: full" not in sql or "_cdc_carried__" in sql:
+            continue
+        found = re.search(r"over \(partition by (.+?) order by _cdc_seq", sql)
+        assert found, f"{path.name}: no window over the key's events"
+        keys = [key.strip(" `") for key in found[1].split(",")]
+        plan = show(lakehouse, f"explain formatted {sql}")[0]["plan"]
+        orders = re.findall(r"\(\d+\) Sort\nInput[^\n]*\nArguments: \[([^\]]*)\]", plan)
+        leading = [
+            [term.split("#")[0] for term in order.split(", ")][: len(keys)] for order in orders
+        ]
+        counts[path.stem] = leading.count(keys)
+    return counts
+
+
 MALFORMED = [
     ('{"before": null, "after": {"order_id": 1', "invalid JSON"),
     ("{{EVENT_WITH_OP_X}}", "unknown op"),
@@ -118,6 +141,7 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     after = table_versions(lakehouse)
     snapshots_behind = differences_from_silver(lakehouse)
     refreshed = build(lakehouse, landing, "refresh", "--full-refresh", data_tests=False)
+    sorts = resolution_sorts(lakehouse)
 
     # Nothing landed since the full refresh: the no-op build must leave every table as the
     # refresh left it (asserted below, table by table); its data tests would test the same rows.
@@ -165,4 +189,5 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "versions": (before, after),
         "snapshots_behind": snapshots_behind,
         "noop_versions": (noop_before, noop_after),
+        "resolution_sorts": sorts,
     }
