@@ -145,8 +145,9 @@
     {%- endfor -%}
 {%- endif -%}
 {%- set tracked = attributes | reject('in', ignore_columns) | list -%}
-{#- Versions of a key in true order (cdc_event_order). -#}
-{%- set by_key = cdc_lakehouse.cdc_by_key(keys) %}
+{#- Versions of a key in true order (cdc_event_order), its terms selected as columns by the
+    timeline below: every window after it shares one sort (cdc_event_order_columns). -#}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns=true) %}
 
 {%- set scope = cdc_lakehouse.cdc_history_scope(changes, keys, attributes) if is_incremental() else none %}
 {#- The new events only append to their keys' histories (see cdc_history_appends). Soft deletes
@@ -232,23 +233,28 @@ key_starts as (
 
 {#- Each key's events, and every truncate after its first event as a closing event of the key. -#}
 timeline as (
-    select * from events
-    union all
     select
-        {%- for column in keys %}
-        key_starts.{{ q(column) }},
-        {%- endfor %}
-        {%- for column in attributes %}
-        null as {{ q(column) }},
-        {%- endfor %}
-        't' as _cdc_op,
-        truncates._cdc_seq,
-        {%- for column in cdc_lakehouse.cdc_event_origin_columns() %}
-        truncates.{{ column }},
-        {%- endfor %}
-        cast(array() as array<string>) as _cdc_unavailable
-    from key_starts
-    inner join truncates on key_starts._cdc_first_seq < truncates._cdc_seq
+        *,
+        {{ cdc_lakehouse.cdc_event_order_columns() }}
+    from (
+        select * from events
+        union all
+        select
+            {%- for column in keys %}
+            key_starts.{{ q(column) }},
+            {%- endfor %}
+            {%- for column in attributes %}
+            null as {{ q(column) }},
+            {%- endfor %}
+            't' as _cdc_op,
+            truncates._cdc_seq,
+            {%- for column in cdc_lakehouse.cdc_event_origin_columns() %}
+            truncates.{{ column }},
+            {%- endfor %}
+            cast(array() as array<string>) as _cdc_unavailable
+        from key_starts
+        inner join truncates on key_starts._cdc_first_seq < truncates._cdc_seq
+    ) as events_and_truncates
 ),
 
 {#- Commit times only grow along a key's events (row locks); the running maximum keeps the
@@ -264,7 +270,7 @@ dated as (
 {#- Each event's key generation (a delete or a truncate starts a new one) and the latest value
     sent for each column in it, skipping unchanged-TOAST placeholders and closing events. -#}
 carried as (
-    {{ cdc_lakehouse.cdc_carried_events('dated', keys, attributes) }}
+    {{ cdc_lakehouse.cdc_carried_events('dated', keys, attributes, order_columns=true) }}
 ),
 
 {%- if key_changes %}
@@ -287,7 +293,9 @@ resolved as (
         carried.{{ column }},
         {%- endfor %}
         carried._cdc_previous_op,
-        carried._cdc_valid_from
+        carried._cdc_valid_from,
+        carried._cdc_order_is_truncate,
+        carried._cdc_order_offset
     from carried
     {%- if key_changes %}
     left join key_changes as links
@@ -304,17 +312,18 @@ compared as (
     from resolved
 ),
 
-{{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope) }}
+{{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope, order_columns=true) }}
 {%- endif %}
 {% endmacro %}
 
 
 {#- The end of a history model's select, over a CTE `compared` (each event of the keys resolved,
     in true order, with `_cdc_previous_op`, `_cdc_valid_from` and `_cdc_previous__<column>`, the
-    previous event's value of each tracked column): the versions, each with its interval. -#}
-{% macro cdc_history_versions(keys, attributes, tracked, delete_mode, scope) %}
+    previous event's value of each tracked column): the versions, each with its interval.
+    `order_columns`: `compared` selects cdc_event_order_columns (see cdc_by_key). -#}
+{% macro cdc_history_versions(keys, attributes, tracked, delete_mode, scope, order_columns=false) %}
 {%- set q = adapter.quote -%}
-{%- set by_key = cdc_lakehouse.cdc_by_key(keys) %}
+{%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns) %}
 {#- A version opens at the first event after nothing or a closing event, and at every change of
     a tracked column; a closing event after a version ends it. -#}
 boundaries as (
