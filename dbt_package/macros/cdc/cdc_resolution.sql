@@ -6,12 +6,28 @@
 #}
 
 {#- The true order of a key's events: the source sequence (LSN), a truncate after an event of
-    the same sequence, then the landing position (the first delivered copy first). -#}
+    the same sequence, then the landing position (the first delivered copy first). Each term is
+    [expression, column]: a computed term names the column cdc_event_order_columns selects it
+    as; a plain column has none. Both macros below render from this one list. -#}
+{% macro cdc_event_order_terms() %}
+    {{- return([
+        ["_cdc_seq", none],
+        ["_cdc_op = 't'", "_cdc_order_is_truncate"],
+        ["coalesce(_cdc_offset, -1)", "_cdc_order_offset"],
+        ["_cdc_file", none],
+        ["_cdc_line", none],
+    ]) -}}
+{% endmacro %}
+
+
+{#- The event order as an `order by` list: the terms' expressions, or with `order_columns` the
+    columns cdc_event_order_columns selected them as. -#}
 {% macro cdc_event_order(order_columns=false) %}
-    {%- if order_columns -%}
-        {{- return("_cdc_seq, _cdc_order_is_truncate, _cdc_order_offset, _cdc_file, _cdc_line") -}}
-    {%- endif -%}
-    {{- return("_cdc_seq, _cdc_op = 't', coalesce(_cdc_offset, -1), _cdc_file, _cdc_line") -}}
+    {%- set terms = [] -%}
+    {%- for expression, column in cdc_lakehouse.cdc_event_order_terms() -%}
+        {%- do terms.append(column if order_columns and column else expression) -%}
+    {%- endfor -%}
+    {{- return(terms | join(", ")) -}}
 {% endmacro %}
 
 
@@ -22,7 +38,11 @@
     events were sorted a second time (the initial load of 10M events, 2 cores: about 4 s of the
     resolution's 29 s, docs/benchmarks.md). -#}
 {% macro cdc_event_order_columns() %}
-    {{- return("_cdc_op = 't' as _cdc_order_is_truncate, coalesce(_cdc_offset, -1) as _cdc_order_offset") -}}
+    {%- set columns = [] -%}
+    {%- for expression, column in cdc_lakehouse.cdc_event_order_terms() if column -%}
+        {%- do columns.append(expression ~ " as " ~ column) -%}
+    {%- endfor -%}
+    {{- return(columns | join(", ")) -}}
 {% endmacro %}
 
 
