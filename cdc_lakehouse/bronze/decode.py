@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -319,10 +320,33 @@ def _has_schema(value: Column) -> Column:
     return value.startswith(_WRAPPED_PREFIX + "{")
 
 
+def survey_aggregates(value: Column, shape: str) -> list[Column]:
+    """The survey's aggregates over the lines' text `value` (see survey_lines): sets, so that
+    sets found in parts of the lines (the file blocks of landing.read_surveyed_lines) merge by
+    union. Envelope lines' fields are not surveyed (see survey_lines)."""
+    sets = [F.collect_set(F.when(_has_schema(value), _schema_text(value)))]
+    if not _images_are_maps(shape):
+        # The flattened and row shapes hold the row at the top level of a bare line. Inside the
+        # CASE, so that wrapped lines (schemas on) are not parsed at all here.
+        keys = F.when(~value.startswith(_WRAPPED_PREFIX), F.json_object_keys(value))
+        sets.append(F.collect_set(keys))
+    return sets
+
+
+def survey_values(found: Sequence[Any] | None) -> tuple[list[str], list[str]]:
+    """The embedded schema texts and the bare lines' field names from the values of
+    survey_aggregates."""
+    if not found:
+        return [], []
+    fields = sorted({k for ks in (found[1] if len(found) > 1 else None) or [] for k in ks or []})
+    return sorted(found[0] or []), fields
+
+
 def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
     """In one pass over the text: the distinct embedded schemas, as `{"schema":{...}` texts, and
     the field names of the rows in lines without one (schemas off: what the lines hold beyond
-    the declared columns is only known from the lines themselves).
+    the declared columns is only known from the lines themselves). A bronze model surveys in the
+    pass that numbers the lines instead (landing.read_surveyed_lines).
 
     Envelope lines' fields are not surveyed (an empty list): the decoder reads their row images
     as maps and keeps the fields that are not columns line by line (see _images_are_maps), so
@@ -331,18 +355,7 @@ def survey_lines(lines: DataFrame, shape: str) -> tuple[list[str], list[str]]:
     on 2 cores (docs/benchmarks.md).
 
     A set of key lists stays small (rows of a table share their fields), and no sort is needed."""
-    value = F.col("value")
-    sets = [F.collect_set(F.when(_has_schema(value), _schema_text(value)))]
-    if not _images_are_maps(shape):
-        # The flattened and row shapes hold the row at the top level of a bare line. Inside the
-        # CASE, so that wrapped lines (schemas on) are not parsed at all here.
-        keys = F.when(~value.startswith(_WRAPPED_PREFIX), F.expr("json_object_keys(value)"))
-        sets.append(F.collect_set(keys))
-    found = lines.agg(*sets).first()
-    if not found:
-        return [], []
-    fields = sorted({k for ks in (found[1] if len(found) > 1 else None) or [] for k in ks or []})
-    return sorted(found[0] or []), fields
+    return survey_values(lines.agg(*survey_aggregates(F.col("value"), shape)).first())
 
 
 def _images_are_maps(shape: str) -> bool:

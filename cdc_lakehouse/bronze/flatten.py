@@ -15,9 +15,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
-from cdc_lakehouse.bronze.decode import backfills, decode_changes, quote_identifier
+from cdc_lakehouse.bronze.decode import (
+    backfills,
+    decode_changes,
+    quote_identifier,
+    survey_aggregates,
+    survey_values,
+)
 from cdc_lakehouse.bronze.extracts import list_extracts, with_extract_deletes
-from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.landing import LandingFile, list_landing_files, read_surveyed_lines
 from cdc_lakehouse.bronze.spec import TableSpec
 
 # The names of the landing files a bronze table holds, kept beside it in a small table
@@ -161,13 +167,30 @@ def flatten_model(
     new = {f.relative for f in files} | {f.relative for f in extract_files}
     hand_over_loaded_files(session, identifier, done | new | {s.manifest for s in extracts})
     loaded_at = datetime.now(UTC)
-    decoded = decode_changes(
-        read_landing_lines(session, files + extract_files), spec, loaded_at=loaded_at
-    )
+    decoded = decode_landing_files(session, files + extract_files, spec, loaded_at)
     if extracts or loaded:
         history = session.table(str(dbt.this)) if dbt.is_incremental else None
         decoded = with_extract_deletes(decoded, extracts, spec, history, loaded_at, loaded)
     return for_table_format(decoded, session_table_format(session))
+
+
+def decode_landing_files(
+    session: SparkSession,
+    files: list[LandingFile],
+    spec: TableSpec,
+    loaded_at: datetime | None = None,
+) -> DataFrame:
+    """The decoded change rows of landing files (see decode_changes). The survey the decoder
+    needs (the embedded schemas, the fields of schema-less lines) is found in the pass that
+    numbers the lines (read_surveyed_lines), so the files are read twice, not three times (the
+    10M-event initial load's survey was a pass of its own over 6.6 GB, docs/benchmarks.md)."""
+    lines, found = read_surveyed_lines(
+        session, files, lambda value: survey_aggregates(value, spec.shape)
+    )
+    schema_texts, bare_fields = survey_values(found)
+    return decode_changes(
+        lines, spec, loaded_at=loaded_at, schema_texts=schema_texts, bare_fields=bare_fields
+    )
 
 
 def for_table_format(frame: DataFrame, table_format: str) -> DataFrame:

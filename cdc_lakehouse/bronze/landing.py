@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -36,7 +38,14 @@ from pyspark.sql import types as T
 
 from cdc_lakehouse.bronze.layout import LandingFile, Layout, TopicFiles
 
-__all__ = ["LINES_SCHEMA", "LandingFile", "Layout", "list_landing_files", "read_landing_lines"]
+__all__ = [
+    "LINES_SCHEMA",
+    "LandingFile",
+    "Layout",
+    "list_landing_files",
+    "read_landing_lines",
+    "read_surveyed_lines",
+]
 
 LINES_SCHEMA = T.StructType(
     [
@@ -136,20 +145,26 @@ def _file_table(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
     return spark.createDataFrame(rows, schema)
 
 
-def _block_table(scanned: DataFrame, files: DataFrame) -> DataFrame:
-    """Per (file, block): first row id, how many lines precede the block in its file and how
-    many lines the file has.
+def _block_counts(scanned: DataFrame, survey: Sequence[Column] = ()) -> DataFrame:
+    """Per (file, block): its first row id and how many lines it has, and the `survey`
+    aggregates over its lines' `value` (`_cdc_survey_<i>`, see read_surveyed_lines). One row
+    per block: small however many lines the files hold."""
+    aggregates = [F.min("row_id").alias("block_first_id"), F.count(F.lit(1)).alias("block_lines")]
+    aggregates += [s.alias(f"_cdc_survey_{i}") for i, s in enumerate(survey)]
+    return scanned.groupBy("file_path", "block_start").agg(*aggregates)
+
+
+def _block_table(counts: DataFrame, files: DataFrame) -> DataFrame:
+    """Per (file, block) of _block_counts: first row id, how many lines precede the block in
+    its file and how many lines the file has.
 
     Rows of one file block are read by one task, in order, so their monotonically increasing
-    ids are consecutive: the line number is an offset from the block's first id. The aggregate
-    has one row per block, so the window and the broadcast below stay small.
+    ids are consecutive: the line number is an offset from the block's first id. The counts
+    have one row per block, so the window and the broadcast below stay small.
     """
-    blocks = scanned.groupBy("file_path", "block_start").agg(
-        F.min("row_id").alias("block_first_id"), F.count(F.lit(1)).alias("block_lines")
-    )
     earlier = Window.partitionBy("file_path").orderBy("block_start")
     before = F.sum("block_lines").over(earlier.rowsBetween(Window.unboundedPreceding, -1))
-    return blocks.select(
+    return counts.select(
         "file_path",
         "block_start",
         "block_first_id",
@@ -372,30 +387,45 @@ def _avro_schemas(
     return problems, groups
 
 
-def _avro_lines(spark: SparkSession, schema: str, files: list[LandingFile]) -> DataFrame:
+def _avro_lines(
+    spark: SparkSession, schema: str, files: list[LandingFile], survey: Sequence[Column] = ()
+) -> tuple[DataFrame, DataFrame | None]:
     """Rows of Avro landing files of one writer schema as JsonConverter lines (schemas on),
-    with file, line, partition and offset like the JSON lines."""
+    with file, line, partition and offset like the JSON lines (and the blocks' `survey`, see
+    _numbered_lines)."""
     frame = spark.read.format("avro").option("avroSchema", schema).load([f.path for f in files])
-    return _numbered_lines(spark, frame, _connect_line(frame), files)
+    return _numbered_lines(spark, frame, _connect_line(frame), files, survey)
 
 
 def _numbered_lines(
-    spark: SparkSession, scan: DataFrame, value: Column, files: list[LandingFile]
-) -> DataFrame:
+    spark: SparkSession,
+    scan: DataFrame,
+    value: Column,
+    files: list[LandingFile],
+    survey: Sequence[Column] = (),
+) -> tuple[DataFrame, DataFrame | None]:
     """`value` of each row of a file scan with its file, line (position in the file), partition
     and offset: rows of one file block are read by one task in order, so a row's line follows
-    from its monotonically increasing id (see _block_table)."""
+    from its monotonically increasing id (see _block_table). With `survey` (aggregates over
+    `value`), also the blocks' survey columns: the per-block counts are then computed now, in
+    the one pass over the files that both need, and kept (checkpointed) for the lines' query;
+    without, they are part of that query (lazy)."""
     # The id must be taken right above the scan: it encodes (task, row within task).
     scanned = scan.select(
         value.alias("value"),
         F.col("_metadata.file_path").alias("file_path"),
         F.col("_metadata.file_block_start").alias("block_start"),
     ).withColumn("row_id", F.monotonically_increasing_id())
-    blocks = _block_table(scanned, _file_table(spark, files))
+    counts = _block_counts(scanned, survey)
+    if survey:
+        # Local checkpoint (as the adapter's checkpoint_view): computed once here, freed with
+        # the frame; the lines' query reads the kept rows instead of scanning the files again.
+        counts = counts.localCheckpoint(eager=True)
+    blocks = _block_table(counts, _file_table(spark, files))
     line = F.col("row_id") - F.col("block_first_id") + F.col("lines_before") + 1
     # Every scanned row has its block, so `left` changes no result; it lets Spark drop the join
-    # (and the second scan) from queries that only need `value`, such as the schema probe.
-    return scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
+    # (and the second scan) from queries that only need `value`.
+    lines = scanned.join(F.broadcast(blocks), ["file_path", "block_start"], "left").select(
         # A file the key does not match keeps its URI rather than losing its lines.
         F.coalesce("_cdc_file", "file_path").alias("_cdc_file"),
         line.cast("int").alias("_cdc_line"),
@@ -404,6 +434,8 @@ def _numbered_lines(
         "value",
         F.lit(None).cast("string").alias("_cdc_file_problem"),
     )
+    surveyed = counts.select(*[f"_cdc_survey_{i}" for i in range(len(survey))]) if survey else None
+    return lines, surveyed
 
 
 def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFrame:
@@ -411,6 +443,41 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
     `_cdc_partition`, `value` and `_cdc_file_problem` (see LINES_SCHEMA). A file with a
     `problem` is not read: it gives one line 0 that carries the problem. Lazy: nothing is
     collected."""
+    return _read_lines(spark, files, None)[0]
+
+
+Survey = Callable[[Column], Sequence[Column]]
+
+
+def read_surveyed_lines(
+    spark: SparkSession, files: list[LandingFile], survey: Survey
+) -> tuple[DataFrame, list[list[Any]]]:
+    """The lines of read_landing_lines, and the values of `survey`'s aggregates over them (its
+    columns given the lines' `value`), collected now. The aggregates must be sets
+    (`collect_set`): each is computed per file block, in the pass that counts the blocks' lines
+    for the line numbers, and the blocks' sets are merged by union. The files' text is then
+    read twice in all (this pass and the lines' own query) instead of three times (a survey
+    of its own first)."""
+    lines, parts = _read_lines(spark, files, survey)
+    width = len(survey(F.col("value")))
+    if not parts:
+        return lines, [[] for _ in range(width)]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.unionByName(part)
+    union = [
+        F.array_distinct(F.flatten(F.collect_list(f"_cdc_survey_{i}"))).alias(f"_cdc_survey_{i}")
+        for i in range(width)
+    ]
+    row = merged.agg(*union).first()
+    return lines, [list(row[i] or []) if row else [] for i in range(width)]
+
+
+def _read_lines(
+    spark: SparkSession, files: list[LandingFile], survey: Survey | None
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The lines (see read_landing_lines) and, with `survey`, frames of its per-block sets
+    (`_cdc_survey_<i>`) to merge."""
     readable = [f for f in files if f.problem is None and not _is_parquet(f) and not _is_avro(f)]
     parquet = _parquet_problems(spark, [f for f in files if f.problem is None and _is_parquet(f)])
     avro_problems, avro = _avro_schemas(
@@ -419,17 +486,29 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
     reported = [f for f in files if f.problem is not None] + [f for f in parquet if f.problem]
     reported += avro_problems
     parquet = [f for f in parquet if f.problem is None]
+    aggregates = list(survey(F.col("value"))) if survey else []
+    surveys: list[DataFrame] = []
+    # A reported file's line 0 has no text: nothing to survey.
     extra = [_reported_files(spark, reported)] if reported else []
     if parquet:
-        extra.append(_parquet_lines(spark, parquet))
-    extra += [_avro_lines(spark, schema, group) for schema, group in avro.items()]
+        rows = _parquet_lines(spark, parquet)
+        extra.append(rows)
+        if aggregates:  # numbered by row position, not by block: surveyed on their own
+            surveys.append(
+                rows.agg(*[a.alias(f"_cdc_survey_{i}") for i, a in enumerate(aggregates)])
+            )
+    for schema, group in avro.items():
+        rows, surveyed = _avro_lines(spark, schema, group, aggregates)
+        extra.append(rows)
+        surveys += [surveyed] if surveyed is not None else []
     if not readable:
         out = spark.createDataFrame([], LINES_SCHEMA)
         for part in extra:
             out = out.unionByName(part)
-        return out
+        return out, surveys
     text = spark.read.text([f.path for f in readable])
-    lines = _numbered_lines(spark, text, F.col("value"), readable)
+    lines, surveyed = _numbered_lines(spark, text, F.col("value"), readable, aggregates)
+    surveys += [surveyed] if surveyed is not None else []
     for part in extra:
         lines = lines.unionByName(part)
-    return lines
+    return lines, surveys

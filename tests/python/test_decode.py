@@ -37,8 +37,15 @@ from cdc_lakehouse.bronze.decode import (
     connect_encoding,
     declared_encoding,
     decode_changes,
+    survey_aggregates,
+    survey_lines,
+    survey_values,
 )
-from cdc_lakehouse.bronze.landing import list_landing_files, read_landing_lines
+from cdc_lakehouse.bronze.landing import (
+    list_landing_files,
+    read_landing_lines,
+    read_surveyed_lines,
+)
 from cdc_lakehouse.bronze.spec import BINARY_MODES, DECLARED_TYPES, SHAPES, TableSpec, spark_type
 from cdc_lakehouse.tables.discover import declared_from_postgres
 
@@ -393,6 +400,14 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
     topic = "t.lines"
     pad = "x" * 90
     values = [compact({"n": i, "pad": pad}) for i in range(600)]
+    # Some lines with an embedded schema (two distinct ones), each in a different block: the
+    # survey found per block in the numbering pass must merge to what one survey finds.
+    schemas = [
+        {"type": "struct", "fields": [{"field": "n", "type": "int32"}], "optional": flag}
+        for flag in (False, True)
+    ]
+    for i in range(0, 600, 37):
+        values[i] = compact({"schema": schemas[i % 2], "payload": {"n": i, "extra": pad}})
     write_landing(tmp_path, topic, values[:400], files=2, start=1000)  # two plain files
     write_landing(
         tmp_path, topic, values[400:500], files=1, start=5000, partition=3, ext=".json.gz"
@@ -408,11 +423,20 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
     ):
         partitions = spark.read.text([f.path for f in files]).rdd.getNumPartitions()
         rows = read_landing_lines(spark, files).collect()
+        surveyed, found = read_surveyed_lines(
+            spark, files, lambda value: survey_aggregates(value, "flattened")
+        )
+        surveyed_rows = surveyed.collect()
+        # The same survey as a pass of its own over the lines (what decode_changes does).
+        alone = survey_lines(read_landing_lines(spark, files), "flattened")
     assert partitions >= 10
 
+    assert survey_values(found) == alone
+    assert alone == (sorted('{"schema":' + compact(s) for s in schemas), ["n", "pad"])
+    assert sorted(surveyed_rows) == sorted(rows)
     assert len(rows) == 600
     for row in rows:
-        n = json.loads(row.value)["n"]
+        n = payload(row.value)["n"]
         if n >= 500:
             assert (row._cdc_line, row._cdc_offset, row._cdc_partition) == (n - 499, 6500 + n, 1)
         elif n < 200:
