@@ -400,14 +400,15 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
     topic = "t.lines"
     pad = "x" * 90
     values = [compact({"n": i, "pad": pad}) for i in range(600)]
-    # Some lines with an embedded schema (two distinct ones), each in a different block: the
-    # survey found per block in the numbering pass must merge to what one survey finds.
+    # Some lines with an embedded schema (two distinct ones), farther apart than a block holds
+    # lines (~37 below), so no block has both: the survey found per block in the numbering pass
+    # must merge to what one survey of all lines finds.
     schemas = [
         {"type": "struct", "fields": [{"field": "n", "type": "int32"}], "optional": flag}
         for flag in (False, True)
     ]
-    for i in range(0, 600, 37):
-        values[i] = compact({"schema": schemas[i % 2], "payload": {"n": i, "extra": pad}})
+    for i in range(0, 600, 101):
+        values[i] = compact({"schema": schemas[(i // 101) % 2], "payload": {"n": i, "extra": pad}})
     write_landing(tmp_path, topic, values[:400], files=2, start=1000)  # two plain files
     write_landing(
         tmp_path, topic, values[400:500], files=1, start=5000, partition=3, ext=".json.gz"
