@@ -184,9 +184,8 @@ def decode_landing_files(
     needs (the embedded schemas, the fields of schema-less lines) is found in the pass that
     numbers the lines (read_surveyed_lines), so the files are read twice, not three times (the
     10M-event initial load's survey was a pass of its own over 6.6 GB, docs/benchmarks.md)."""
-    lines, found = read_surveyed_lines(
-        session, files, lambda value: survey_aggregates(value, spec.shape)
-    )
+    survey = survey_aggregates(F.col("value"), spec.shape)
+    lines, found = read_surveyed_lines(session, files, survey)
     schema_texts, bare_fields = survey_values(found)
     return decode_changes(
         lines, spec, loaded_at=loaded_at, schema_texts=schema_texts, bare_fields=bare_fields

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -150,8 +150,12 @@ def _block_counts(scanned: DataFrame, survey: Sequence[Column] = ()) -> DataFram
     aggregates over its lines' `value` (`_cdc_survey_<i>`, see read_surveyed_lines). One row
     per block: small however many lines the files hold."""
     aggregates = [F.min("row_id").alias("block_first_id"), F.count(F.lit(1)).alias("block_lines")]
-    aggregates += [s.alias(f"_cdc_survey_{i}") for i, s in enumerate(survey)]
-    return scanned.groupBy("file_path", "block_start").agg(*aggregates)
+    return scanned.groupBy("file_path", "block_start").agg(*aggregates, *_named(survey))
+
+
+def _named(survey: Sequence[Column]) -> list[Column]:
+    """The survey's aggregates as the columns `_cdc_survey_<i>`."""
+    return [aggregate.alias(f"_cdc_survey_{i}") for i, aggregate in enumerate(survey)]
 
 
 def _block_table(counts: DataFrame, files: DataFrame) -> DataFrame:
@@ -443,23 +447,20 @@ def read_landing_lines(spark: SparkSession, files: list[LandingFile]) -> DataFra
     `_cdc_partition`, `value` and `_cdc_file_problem` (see LINES_SCHEMA). A file with a
     `problem` is not read: it gives one line 0 that carries the problem. Lazy: nothing is
     collected."""
-    return _read_lines(spark, files, None)[0]
-
-
-Survey = Callable[[Column], Sequence[Column]]
+    return _read_lines(spark, files, ())[0]
 
 
 def read_surveyed_lines(
-    spark: SparkSession, files: list[LandingFile], survey: Survey
+    spark: SparkSession, files: list[LandingFile], survey: Sequence[Column]
 ) -> tuple[DataFrame, list[list[Any]]]:
-    """The lines of read_landing_lines, and the values of `survey`'s aggregates over them (its
-    columns given the lines' `value`), collected now. The aggregates must be sets
+    """The lines of read_landing_lines, and the values of the `survey` aggregates over them
+    (over the lines' column `value`), collected now. The aggregates must be sets
     (`collect_set`): each is computed per file block, in the pass that counts the blocks' lines
     for the line numbers, and the blocks' sets are merged by union. The files' text is then
     read twice in all (this pass and the lines' own query) instead of three times (a survey
     of its own first)."""
     lines, parts = _read_lines(spark, files, survey)
-    width = len(survey(F.col("value")))
+    width = len(survey)
     if not parts:
         return lines, [[] for _ in range(width)]
     merged = parts[0]
@@ -474,7 +475,7 @@ def read_surveyed_lines(
 
 
 def _read_lines(
-    spark: SparkSession, files: list[LandingFile], survey: Survey | None
+    spark: SparkSession, files: list[LandingFile], survey: Sequence[Column]
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The lines (see read_landing_lines) and, with `survey`, frames of its per-block sets
     (`_cdc_survey_<i>`) to merge."""
@@ -486,19 +487,16 @@ def _read_lines(
     reported = [f for f in files if f.problem is not None] + [f for f in parquet if f.problem]
     reported += avro_problems
     parquet = [f for f in parquet if f.problem is None]
-    aggregates = list(survey(F.col("value"))) if survey else []
     surveys: list[DataFrame] = []
     # A reported file's line 0 has no text: nothing to survey.
     extra = [_reported_files(spark, reported)] if reported else []
     if parquet:
         rows = _parquet_lines(spark, parquet)
         extra.append(rows)
-        if aggregates:  # numbered by row position, not by block: surveyed on their own
-            surveys.append(
-                rows.agg(*[a.alias(f"_cdc_survey_{i}") for i, a in enumerate(aggregates)])
-            )
+        if survey:  # numbered by row position, not by block: surveyed on their own
+            surveys.append(rows.agg(*_named(survey)))
     for schema, group in avro.items():
-        rows, surveyed = _avro_lines(spark, schema, group, aggregates)
+        rows, surveyed = _avro_lines(spark, schema, group, survey)
         extra.append(rows)
         surveys += [surveyed] if surveyed is not None else []
     if not readable:
@@ -507,7 +505,7 @@ def _read_lines(
             out = out.unionByName(part)
         return out, surveys
     text = spark.read.text([f.path for f in readable])
-    lines, surveyed = _numbered_lines(spark, text, F.col("value"), readable, aggregates)
+    lines, surveyed = _numbered_lines(spark, text, F.col("value"), readable, survey)
     surveys += [surveyed] if surveyed is not None else []
     for part in extra:
         lines = lines.unionByName(part)

@@ -425,7 +425,7 @@ def test_line_numbers_and_offsets_are_exact_across_files_and_blocks(
         partitions = spark.read.text([f.path for f in files]).rdd.getNumPartitions()
         rows = read_landing_lines(spark, files).collect()
         surveyed, found = read_surveyed_lines(
-            spark, files, lambda value: survey_aggregates(value, "flattened")
+            spark, files, survey_aggregates(F.col("value"), "flattened")
         )
         surveyed_rows = surveyed.collect()
         # The same survey as a pass of its own over the lines (what decode_changes does).

@@ -293,9 +293,10 @@ resolved as (
         carried.{{ column }},
         {%- endfor %}
         carried._cdc_previous_op,
-        carried._cdc_valid_from,
-        carried._cdc_order_is_truncate,
-        carried._cdc_order_offset
+        carried._cdc_valid_from
+        {%- for expression, column in cdc_lakehouse.cdc_event_order_terms() if column %},
+        carried.{{ column }}
+        {%- endfor %}
     from carried
     {%- if key_changes %}
     left join key_changes as links
