@@ -3,6 +3,7 @@ grows, and what compacting the tables every N runs does to it.
 
     python -m benchmarks.driver_runs --work W --runs 24
     python -m benchmarks.driver_runs --work W --runs 24 --compact-every 4
+    python -m benchmarks.driver_runs --work W --runs 16 --compact-every 4 --without-data-tests
 
 W is the work folder of a finished `python -m benchmarks.many_tables` run. Before each run
 (untimed) the last round of that benchmark (1,000 events into its first table: inserts, updates
@@ -16,7 +17,9 @@ the 1,000 events and change rows (the run audit), or the benchmark stops.
 Prints one JSON line per run, then the summary: the medians of the runs' seconds by quarter
 (the first run, which starts the JVM, left out of the first), and the compactions' seconds.
 Run it on two work folders built alike, one with compaction and one without: each run changes
-the folder for the next.
+the folder for the next. `--without-data-tests` leaves the data tests out of every run (dbt's
+`--exclude-resource-type test`): what the tests cost a run, against a replay with them on a
+copy of the same folder; not a way to run the pipeline.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="the driver's limit for Spark's small-input settings (0: never; default: its own)",
     )
+    parser.add_argument(
+        "--without-data-tests",
+        action="store_true",
+        help="leave the data tests out of every run, to measure what they cost",
+    )
     args = parser.parse_args(argv)
     replays = Replays(args.work)
 
@@ -74,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return choice._replace(after_run=after)
 
     command = ["build", "--vars", json.dumps({"cdc_landing_root": str(replays.landing)})]
+    if args.without_data_tests:
+        command += ["--exclude-resource-type", "test"]
     seconds: list[float] = []
     compactions: list[dict[str, object]] = []
     for report in invoke_repeatedly(
