@@ -173,13 +173,24 @@ THOUSAND_EVENTS = [
 ]
 
 
+def chosen_tables(count: int, changed: int, phase: str) -> list[tuple[str, dict[str, Any]]]:
+    """The `changed` tables (at most `count`) a phase changes: spread over the shapes, every
+    `count // changed`-th from the phase's offset, wrapping around. With 50 tables and 5 changed
+    the phases' sets are disjoint; with fewer tables they overlap, but no phase changes fewer
+    than `changed` (a phase whose offset passed the last table once changed none)."""
+    names = table_names(count)
+    step = max(1, count // changed)
+    picks = (PHASES[phase] + i * step for i in range(min(changed, count)))
+    return [names[i % count] for i in dict.fromkeys(j % count for j in picks)]
+
+
 def change_source(
     pg: TemporaryPostgres, count: int, changed: int, rows: int, phase: str
 ) -> list[str]:
     """Updates, deletes and inserts on `changed` tables spread over the shapes (another set of
     tables, and new keys, in each phase)."""
     offset = PHASES[phase]
-    chosen = table_names(count)[offset :: max(1, count // changed)][:changed]
+    chosen = chosen_tables(count, changed, phase)
     with pg.connect(autocommit=True) as conn:
         for name, shape in chosen:
             qualified = f"{SCHEMA}.{name}"
