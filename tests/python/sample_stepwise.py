@@ -103,6 +103,17 @@ def resolution_sorts(lakehouse: Path) -> dict[str, int]:
     return counts
 
 
+def incremental_batches(lakehouse: Path) -> dict[str, str]:
+    """Per silver model whose last build was an incremental run with changes (`cdc_batch_kind:
+    changes`): its compiled SQL (target/compiled), the resolution of the new events."""
+    found = {}
+    for path in sorted((lakehouse / "target" / "compiled").glob("*/models/silver/*.sql")):
+        sql = path.read_text()
+        if "cdc_batch_kind: changes" in sql:
+            found[path.stem] = sql
+    return found
+
+
 MALFORMED = [
     ('{"before": null, "after": {"order_id": 1', "invalid JSON"),
     ("{{EVENT_WITH_OP_X}}", "unknown op"),
@@ -139,6 +150,7 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     before = table_versions(lakehouse)
     step2 = build(lakehouse, landing, "step2")
     after = table_versions(lakehouse)
+    batches = incremental_batches(lakehouse)
     snapshots_behind = differences_from_silver(lakehouse)
     refreshed = build(lakehouse, landing, "refresh", "--full-refresh", data_tests=False)
     sorts = resolution_sorts(lakehouse)
@@ -190,4 +202,5 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "snapshots_behind": snapshots_behind,
         "noop_versions": (noop_before, noop_after),
         "resolution_sorts": sorts,
+        "incremental_batches": batches,
     }

@@ -66,10 +66,11 @@
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
     {%- else %}
+    {%- set new_events = cdc_lakehouse.cdc_new_events_checkpoint(new_changes, new_batch) %}
     {{ cdc_lakehouse.cdc_batch_kind_note('changes') }}
     {{ cdc_lakehouse.cdc_batch_window_note(new_batch.get('window')) }}
     {{ cdc_lakehouse.cdc_resolve_batch(
-        new_changes, keys, attributes,
+        new_events or new_changes, keys, attributes,
         target=this,
         target_attribute_columns=target_attributes,
         tombstones=cdc_lakehouse.cdc_tombstones_query(this, keys),
@@ -212,6 +213,32 @@
         {%- do found.update({'older_than_silver': row[5]}) -%}
     {%- endif -%}
     {{ return(found) }}
+{% endmacro %}
+
+
+{#- The new events of an incremental silver run with changes, read once (method: session): a
+    checkpoint view in this process's session (the adapter's checkpoint_view) that the
+    resolution reads as its batch. Inlined, the resolution's plan scanned the change log (the
+    staging view over the whole bronze table, filtered by the watermark) once per reference to
+    its batch: five scans for a batch without placeholders. Measured warm on a 5-table folder
+    after 16 runs of 1,000 events (2026-12-06): the batch's checkpoint 0.67 s inlined, 0.38 s
+    with this view (its own checkpoint included). Returns the view (dropped by the post-hook,
+    cdc_finalize_merge), or none: a command that does not run the model (`dbt compile`, `docs
+    generate`, `show`), a Thrift target (no session in this process), or a batch not queried
+    off the change log (a dbt unit test's override of cdc_new_changes has no `window`). -#}
+{% macro cdc_new_events_checkpoint(new_changes, new_batch) %}
+    {%- if not execute or flags.WHICH not in ('build', 'run') or target.method != 'session' or 'window' not in new_batch -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set view = cdc_lakehouse.cdc_new_events_relation(this) -%}
+    {%- do adapter.checkpoint_view('select * from ' ~ new_changes ~ ' as new_changes', view) -%}
+    {{ return(view) }}
+{% endmacro %}
+
+
+{#- The session's temporary view of a silver model's new events (cdc_new_events_checkpoint). -#}
+{% macro cdc_new_events_relation(relation) %}
+    {{ return(cdc_lakehouse.cdc_session_view(relation, 'cdc_new_events')) }}
 {% endmacro %}
 
 

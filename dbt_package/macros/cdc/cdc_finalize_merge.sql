@@ -1,7 +1,7 @@
 {#
   Post-hook of every silver and history model. It drops the batch (view or table) an incremental
-  run resolved into (cdc_batch_relation), and a history run's scoped changes
-  (cdc_history_scope_checkpoint). After a full build of a silver model (cdc_batch_kind
+  run resolved into (cdc_batch_relation), a history run's scoped changes
+  (cdc_history_scope_checkpoint) and a silver run's new events (cdc_new_events_checkpoint). After a full build of a silver model (cdc_batch_kind
   `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
   change log and the watermark. A history model's is the watermark after a full build.
 #}
@@ -28,6 +28,9 @@
             {{ cdc_lakehouse.cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_lakehouse.cdc_upstream_change_log()) }}
         {% endcall %}
         {{ return('') }}
+    {%- endif -%}
+    {%- if kind == 'changes' and target.method == 'session' -%}
+        {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_new_events_relation(this)) }}
     {%- endif -%}
     {%- if kind != 'full' -%}
         {{ return('') }}
