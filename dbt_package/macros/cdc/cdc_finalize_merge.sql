@@ -1,9 +1,10 @@
 {#
   Post-hook of every silver and history model. It drops the batch (view or table) an incremental
   run resolved into (cdc_batch_relation), a history run's scoped changes
-  (cdc_history_scope_checkpoint) and a silver run's new events (cdc_new_events_checkpoint). After a full build of a silver model (cdc_batch_kind
-  `full`) it writes what the strategy writes on incremental runs: the tombstones of the whole
-  change log and the watermark. A history model's is the watermark after a full build.
+  (cdc_history_scope_checkpoint) and a silver run's new events (cdc_new_events_checkpoint).
+  After a full build of a silver model (cdc_batch_kind `full`) it writes what the strategy
+  writes on incremental runs: the tombstones of the whole change log and the watermark. A
+  history model's is the watermark after a full build.
 #}
 {% macro cdc_finalize_merge() %}
     {%- if not execute -%}
