@@ -179,9 +179,8 @@ def chosen_tables(count: int, changed: int, phase: str) -> list[tuple[str, dict[
     the phases' sets are disjoint; with fewer tables they overlap, but no phase changes fewer
     than `changed` (a phase whose offset passed the last table once changed none)."""
     names = table_names(count)
-    step = max(1, count // changed)
-    picks = (PHASES[phase] + i * step for i in range(min(changed, count)))
-    return [names[i % count] for i in dict.fromkeys(j % count for j in picks)]
+    step = max(1, count // changed)  # (changed - 1) * step < count: no table picked twice
+    return [names[(PHASES[phase] + i * step) % count] for i in range(min(changed, count))]
 
 
 def change_source(

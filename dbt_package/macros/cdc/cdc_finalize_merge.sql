@@ -16,10 +16,14 @@
         {{ return('') }}
     {%- endif -%}
     {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_batch_relation(this)) }}
-    {%- if config.get('incremental_strategy') == 'cdc_history' -%}
-        {%- if kind == 'changes' and target.method == 'session' -%}
-            {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_history_scope_relation(this)) }}
-        {%- endif -%}
+    {%- set history = config.get('incremental_strategy') == 'cdc_history' -%}
+    {#- The changes an incremental run read once into the session: a history's scoped changes, a
+        silver model's new events. -#}
+    {%- if kind == 'changes' and target.method == 'session' -%}
+        {%- set checkpoint = cdc_lakehouse.cdc_history_scope_relation(this) if history else cdc_lakehouse.cdc_new_events_relation(this) -%}
+        {{ cdc_lakehouse.cdc_drop_batch(checkpoint) }}
+    {%- endif -%}
+    {%- if history -%}
         {#- After a full build, the newest change loaded, which it applied (an incremental run's
             strategy moved the watermark itself). -#}
         {%- if kind != 'full' -%}
@@ -29,9 +33,6 @@
             {{ cdc_lakehouse.cdc_set_watermark_sql(this, "select max(_cdc_loaded_at) from " ~ cdc_lakehouse.cdc_upstream_change_log()) }}
         {% endcall %}
         {{ return('') }}
-    {%- endif -%}
-    {%- if kind == 'changes' and target.method == 'session' -%}
-        {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_new_events_relation(this)) }}
     {%- endif -%}
     {%- if kind != 'full' -%}
         {{ return('') }}
