@@ -114,6 +114,31 @@ def incremental_batches(lakehouse: Path) -> dict[str, str]:
     return found
 
 
+LOG_LINE = re.compile(r"^(?:\x1b\[0m)?\d\d:\d\d:\d\d\.\d+ ")
+STATEMENT = re.compile(r"\]: On model\.[^.]+\.([^:]+): (.*)$")
+
+
+def logged_statements(log: Path, offset: int = 0) -> dict[str, list[str]]:
+    """Per model (its name): the statements dbt's debug log shows it sent after byte `offset`,
+    in order (a statement's text runs to the next line of the log)."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    found: dict[str, list[list[str]]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        if not LOG_LINE.match(line):
+            if lines is not None:
+                lines.append(line)
+            continue
+        match = STATEMENT.search(line)
+        lines = None
+        if match:
+            lines = [match[2]]
+            found.setdefault(match[1], []).append(lines)
+    return {name: ["\n".join(text) for text in texts] for name, texts in found.items()}
+
+
 MALFORMED = [
     ('{"before": null, "after": {"order_id": 1', "invalid JSON"),
     ("{{EVENT_WITH_OP_X}}", "unknown op"),
@@ -148,7 +173,11 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     bad_file = orders_files[-1].with_name(f"{ORDERS_TOPIC}+0+0000095000.json")
     bad_file.write_text("\n".join(malformed_lines(good_event)) + "\n")
     before = table_versions(lakehouse)
-    step2 = build(lakehouse, landing, "step2")
+    log = lakehouse / "logs" / "dbt.log"
+    logged_before = log.stat().st_size
+    # No rotation of dbt.log (10 MB by default) in the middle of step 2's part of it.
+    step2 = build(lakehouse, landing, "step2", "--log-file-max-bytes", "0")
+    step2_statements = logged_statements(log, logged_before)
     after = table_versions(lakehouse)
     batches = incremental_batches(lakehouse)
     snapshots_behind = differences_from_silver(lakehouse)
@@ -203,4 +232,5 @@ def stepwise(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "noop_versions": (noop_before, noop_after),
         "resolution_sorts": sorts,
         "incremental_batches": batches,
+        "step2_statements": step2_statements,
     }

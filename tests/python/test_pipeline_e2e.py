@@ -15,6 +15,7 @@ shares: group `sample-stepwise`):
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -410,16 +411,35 @@ def test_a_full_build_sorts_each_tables_events_once(stepwise: dict[str, Path]) -
 
 
 def test_an_incremental_run_reads_its_new_events_once(stepwise: dict[str, Path]) -> None:
-    """Step 2's silver runs with changes resolve their batch from the new events checkpointed
-    once in the session (cdc_new_events_checkpoint), not from the change log: inlined, the
-    resolution's plan scanned the staging view over the whole bronze table once per reference
-    to its batch (the batch's checkpoint 0.67 s against 0.38 s on a 5-table folder after 16
-    runs, docs/benchmarks.md). The view is the only source of events in the compiled SQL."""
+    """Step 2's silver runs with changes plan the run and resolve their batch from the new
+    events checkpointed once in the session (cdc_new_events_checkpoint), not from the change
+    log: inlined, the plan scanned the staging view over the whole bronze table twice and the
+    resolution once per reference to its batch (the batch's checkpoint 0.67 s against 0.38 s
+    on a 5-table folder after 16 runs, docs/benchmarks.md). The view is the only source of
+    events in the compiled SQL and in the query planning the run (dbt's log of step 2). A
+    history run plans from its own checkpoint of its new events."""
     batches = stepwise["incremental_batches"]
     assert batches, "no silver model ran incrementally with changes in step 2"
     for name, sql in batches.items():
-        assert f"from silver__{name}__cdc_new_events" in sql, name
+        view = f"silver__{name}__cdc_new_events"
+        assert f"from {view}" in sql, name
         assert "staging." not in sql and "stg_" not in sql, name
+        plans = [s for s in stepwise["step2_statements"][name] if "sequences as (" in s]
+        assert len(plans) == 1, name
+        assert f"from {view}" in plans[0] and "stg_" not in plans[0], name
+    # A history run's plan (cdc_history_scope) reads its new events from its own checkpoint;
+    # only its questions about the whole log (key changes, truncates, the touched keys' earlier
+    # events) read the change log.
+    scopes = {
+        name: next(s for s in statements if "key_ends as (" in s)
+        for name, statements in stepwise["step2_statements"].items()
+        if any("key_ends as (" in s for s in statements)
+    }
+    assert scopes, "no history model ran incrementally in step 2"
+    for name, scope in scopes.items():
+        new_changes = re.search(r"new_changes as \((.*?)\)", scope, re.S)
+        assert new_changes, name
+        assert new_changes[1].split() == ["select", "*", "from", f"silver__{name}__cdc_new_events"]
 
 
 def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:

@@ -1,7 +1,7 @@
 {#
   Post-hook of every silver and history model. It drops the batch (view or table) an incremental
-  run resolved into (cdc_batch_relation), a history run's scoped changes
-  (cdc_history_scope_checkpoint) and a silver run's new events (cdc_new_events_checkpoint).
+  run resolved into (cdc_batch_relation), its new events (cdc_new_events_checkpoint) and a
+  history run's scoped changes (cdc_history_scope_checkpoint).
   After a full build of a silver model (cdc_batch_kind `full`) it writes what the strategy
   writes on incremental runs: the tombstones of the whole change log and the watermark. A
   history model's is the watermark after a full build.
@@ -11,18 +11,20 @@
         {{ return('') }}
     {%- endif -%}
     {%- set kind = cdc_lakehouse.cdc_batch_kind() -%}
+    {%- set history = config.get('incremental_strategy') == 'cdc_history' -%}
+    {#- What an incremental run read once into the session: its new events (read before the
+        run's kind is known, so on every kind), a history's scoped changes. -#}
+    {%- if kind != 'full' and target.method == 'session' -%}
+        {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_new_events_relation(this)) }}
+        {%- if history and kind == 'changes' -%}
+            {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_history_scope_relation(this)) }}
+        {%- endif -%}
+    {%- endif -%}
     {%- if kind == 'nothing_new' -%}
         {#- Nothing landed since the watermark: no batch table was made, nothing moves. -#}
         {{ return('') }}
     {%- endif -%}
     {{ cdc_lakehouse.cdc_drop_batch(cdc_lakehouse.cdc_batch_relation(this)) }}
-    {%- set history = config.get('incremental_strategy') == 'cdc_history' -%}
-    {#- The changes an incremental run read once into the session: a history's scoped changes, a
-        silver model's new events. -#}
-    {%- if kind == 'changes' and target.method == 'session' -%}
-        {%- set checkpoint = cdc_lakehouse.cdc_history_scope_relation(this) if history else cdc_lakehouse.cdc_new_events_relation(this) -%}
-        {{ cdc_lakehouse.cdc_drop_batch(checkpoint) }}
-    {%- endif -%}
     {%- if history -%}
         {#- After a full build, the newest change loaded, which it applied (an incremental run's
             strategy moved the watermark itself). -#}

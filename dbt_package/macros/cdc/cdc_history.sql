@@ -39,7 +39,9 @@
   read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint),
   `appends_only` (every new event follows all events of its key loaded before, and every
   truncate: no placeholder, no primary-key change among the touched keys, no column the table
-  lacks; see cdc_history_appends) and `deletes` (the new events hold a delete).
+  lacks; see cdc_history_appends), `deletes` (the new events hold a delete) and `new_events`
+  (the session's checkpoint of the new events that this query, the appends' batch and the
+  scoped changes read, or none: cdc_new_events_checkpoint).
   A dbt unit test, whose fixtures cannot be queried here, overrides it.
 #}
 {% macro cdc_history_scope(changes, keys, attributes) %}
@@ -59,12 +61,15 @@
     {%- endif -%}
     {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
     {%- set watermark = cdc_lakehouse.cdc_watermark(this) -%}
+    {%- set new_changes = '(select * from ' ~ changes ~ ' where _cdc_loaded_at > ' ~ watermark ~ ')' -%}
+    {#- On the session the new events are read once: this query, the appends' batch and the
+        scoped changes read the checkpoint (cdc_new_events_checkpoint). -#}
+    {%- set new_events = cdc_lakehouse.cdc_new_events_checkpoint(changes, new_changes) -%}
     {%- set query -%}
         with
 
         new_changes as (
-            select * from {{ changes }}
-            where _cdc_loaded_at > {{ watermark }}
+            select * from {{ new_events or new_changes }}
         ),
 
         {#- The whole change log by sequence: a create and a delete at one sequence are a
@@ -116,7 +121,7 @@
     {%- set linked = 0 -%}
     {%- if key_changes > 0 and row[0] > 0 -%}
         {%- set linked = run_query(
-            "select count(*) from (select * from " ~ changes ~ " where _cdc_loaded_at > " ~ watermark ~ ") as new_changes"
+            "select count(*) from " ~ (new_events or new_changes) ~ " as new_changes"
             ~ " left semi join (select " ~ key_list ~ " from " ~ changes
             ~ " where _cdc_op in ('c', 'd') and _cdc_seq in (" ~ cdc_lakehouse.cdc_key_change_sequences(changes) ~ ")) as key_change_keys"
             ~ " using (" ~ key_list ~ ") where new_changes._cdc_op != 't'"
@@ -128,6 +133,7 @@
         'appends_only': linked == 0 and row[3] == 0 and row[8] == 0 and not truncated_after and not new_columns,
         'deletes': row[4] > 0,
         'newest': "timestamp'" ~ row[2] ~ "'", 'queried': true, 'watermark': watermark,
+        'new_events': new_events,
     }) }}
 {% endmacro %}
 
@@ -415,10 +421,16 @@ with
 {#- Up to the newest load the scope saw: an event loaded since (by another process) was not
     checked for lateness, and the watermark stays before it. #}
 new_events as (
+    {%- if scope.get('new_events') %}
+    {#- The events the scope read (cdc_new_events_checkpoint): none loaded since. #}
+    select * from {{ scope.new_events }}
+    where _cdc_op != 't'
+    {%- else %}
     select * from {{ changes }}
     where
         _cdc_loaded_at > {{ scope.watermark }} and _cdc_loaded_at <= {{ scope.newest }}
         and _cdc_op != 't'
+    {%- endif %}
 ),
 
 last_versions as (
@@ -569,8 +581,13 @@ compared as (
 {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
 affected_keys as (
     select distinct {{ key_list }}
+    {%- if scope.get('new_events') %}
+    from {{ scope.new_events }}
+    where _cdc_op != 't'
+    {%- else %}
     from changes
     where _cdc_loaded_at > {{ scope.get('watermark') or cdc_lakehouse.cdc_watermark(this) }} and _cdc_op != 't'
+    {%- endif %}
     {%- if scope.linked_keys %}
     union
     select {{ key_list }}
