@@ -75,13 +75,20 @@
 {% endmacro %}
 
 
-{% macro cdc_relation_behind_fixture(relation) %}
+{#- The name of `relation` (a relation or a string) when it is a dbt unit test's fixture, a CTE
+    (`__dbt__cte__<name>`) that only the model's own statement can read; none otherwise. -#}
+{% macro cdc_fixture_name(relation) %}
     {%- set identifier = relation if relation is string else (relation.identifier or '') -%}
-    {%- if not identifier.startswith('__dbt__cte__') -%}
+    {{ return(identifier[12:] if identifier.startswith('__dbt__cte__') else none) }}
+{% endmacro %}
+
+
+{% macro cdc_relation_behind_fixture(relation) %}
+    {%- set name = cdc_lakehouse.cdc_fixture_name(relation) -%}
+    {%- if name is none -%}
         {{ return(relation) }}
     {%- endif -%}
     {#- The unit-test context has no graph: look the name up in the warehouse's schemas. -#}
-    {%- set name = identifier[12:] -%}
     {%- for schema in run_query('show schemas').columns[0].values() | sort -%}
         {%- set found = adapter.get_relation(target.database, schema, name) -%}
         {%- if found is not none -%}

@@ -234,11 +234,9 @@
     view (its own checkpoint included). Returns the view (dropped by the post-hook,
     cdc_finalize_merge, whatever the run's kind), or none: a command that does not run the model
     (`dbt compile`, `docs generate`, `show`), a Thrift target (no session in this process), or a
-    dbt unit test (its change log is a fixture, `__dbt__cte__...`, which only the model's own
-    statement can read). -#}
+    dbt unit test (its change log is a fixture: cdc_fixture_name). -#}
 {% macro cdc_new_events_checkpoint(changes, new_changes) %}
-    {%- set identifier = changes if changes is string else (changes.identifier or '') -%}
-    {%- if not execute or flags.WHICH not in ('build', 'run') or target.method != 'session' or identifier.startswith('__dbt__cte__') -%}
+    {%- if not execute or flags.WHICH not in ('build', 'run') or target.method != 'session' or cdc_lakehouse.cdc_fixture_name(changes) is not none -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set view = cdc_lakehouse.cdc_new_events_relation(this) -%}
