@@ -6,7 +6,10 @@ through the suite's own dbt project, with DuckDB and the hand-written Spark
 MERGE as references: the suite's project must still build (it broke once when the bronze
 models gained a dbt source), silver must hold exactly the keys alive at the generated source,
 and two independent implementations (DuckDB, a PySpark MERGE without dbt) must give the same
-rows and checksums. No timing is asserted: figures come from the suite (docs/benchmarks.md).
+rows and checksums. On the tables it kept, `python -m benchmarks.history_runs` adds a history
+model, builds it and runs it twice more in one process: its data tests (intervals that chain,
+live versions equal to silver's rows) must pass. No timing is asserted: figures come from the
+suite (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def test_tiny_benchmark_suite_agrees_with_references(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "benchmarks.run", "--scale", "tiny",
         "--only", "initial,incremental,noop", "--references", "duckdb,spark-merge",
-        "--work", str(tmp_path / "work"), "--out", str(out),
+        "--work", str(tmp_path / "work"), "--out", str(out), "--keep",
     ]  # fmt: skip
     # Compiled query code, as production runs (conftest.py turns it off for the other tests).
     env = {**os.environ, "CDC_SPARK_CODEGEN": "true"}
@@ -62,3 +65,16 @@ def test_tiny_benchmark_suite_agrees_with_references(tmp_path: Path) -> None:
     assert (agree["met"], agree["measured"]) == (True, "3 of 3"), agree
     assert (out / "results.md").exists()
     assert list(out.glob("*.png")), "no chart drawn"
+
+    # A history model over the same change log, on the tables the suite kept.
+    history = subprocess.run(
+        [sys.executable, "-m", "benchmarks.history_runs", "--work", str(tmp_path / "work"),
+         "--table", "initial-5k", "--runs", "2", "--batch", "500"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert history.returncode == 0, (history.stdout + history.stderr)[-4000:]
+    report = json.loads(history.stdout.strip().splitlines()[-1])
+    assert report["history_full_build_seconds"] > 0
+    assert len(report["seconds"]) == 2
+    assert [sorted(run) for run in report["models"]] == [["items", "items_history"]] * 2
+    assert report["history_tests"] == "pass"
