@@ -40,8 +40,19 @@
     A batch of appends (cdc_history_appends) holds each key's last stored version and the new
     ones: no stored version goes.
     A delete carries the stored row (not nulls): Hudi's MERGE builds the incoming record in the
-    table's schema before it applies the clause, and fails on a null in a non-nullable column. -#}
+    table's schema before it applies the clause, and fails on a null in a non-nullable column.
+    Both read only the stored versions of the recomputed keys (`stored`: the table filtered by a
+    semi join on the batch's keys, which Spark broadcasts), not the whole table: joined whole,
+    every stored version was shuffled and sorted for the left join on every run, a cost that
+    grew with the history, not with the batch. Both joins match on the key, so the rows are the
+    same. -#}
 {%- set key_list = cdc_lakehouse.cdc_column_list(keys) -%}
+{%- set stored -%}
+    (
+        select * from {{ target }}
+        left semi join (select distinct {{ key_list }} from {{ batch }}) as recomputed using ({{ key_list }})
+    )
+{%- endset -%}
 {%- set effective -%}
     select
         {%- for column in columns %}
@@ -49,7 +60,7 @@
         {%- endfor %}
         batch._cdc_action
     from {{ batch }} as batch
-    left join {{ target }} as target
+    left join {{ stored }} as target
         on {{ version_match | join(' and ') }}
     where
         target._cdc_valid_from_seq is null
@@ -65,8 +76,7 @@
         stored.{{ q(column) }},
         {%- endfor %}
         'delete' as _cdc_action
-    from {{ target }} as stored
-    left semi join (select distinct {{ key_list }} from {{ batch }}) as recomputed using ({{ key_list }})
+    from {{ stored }} as stored
     left anti join {{ batch }} as batch using ({{ key_list }}, _cdc_valid_from_seq)
     {%- endif %}
 {%- endset -%}
