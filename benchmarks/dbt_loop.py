@@ -14,11 +14,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.generate import append_batch
-from benchmarks.project import REPO
+from benchmarks.measure import run_measured
+from benchmarks.project import REPO, spark_env
+
+
+def run_loop(
+    project: Path,
+    lakehouse: Path,
+    landing: Path,
+    runs: int,
+    batch: int,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """This loop as a process of its own (the profile's environment for `lakehouse`, `env` on
+    top): its summary line (`runs`, `batch`, `seconds`). Raises with its output if it fails."""
+    loop = run_measured(
+        [sys.executable, "-m", "benchmarks.dbt_loop", "--project", str(project),
+         "--lakehouse", str(lakehouse), "--landing", str(landing),
+         "--runs", str(runs), "--batch", str(batch)],
+        env={**spark_env(lakehouse), **(env or {})},
+    )  # fmt: skip
+    if loop.returncode != 0:
+        raise RuntimeError(f"dbt loop failed:\n{(loop.stdout + loop.stderr)[-3000:]}")
+    return json.loads(loop.stdout.strip().splitlines()[-1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

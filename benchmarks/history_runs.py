@@ -11,9 +11,9 @@ folder's project, builds it in a new `dbt run -s items_history` process (timed),
 `--batch` events before each of `--runs` runs of `dbt run` in one process (the long-lived
 driver's loop, `benchmarks.dbt_loop`; the first run starts the JVM). `--compact` compacts the
 tables (`run-operation cdc_compact`) before the runs. Then the history's data tests (its
-intervals chain; its live versions are silver's rows) run in `dbt test`: the benchmark stops
-if they fail. Prints one JSON line: the full build's seconds, each run's seconds, and silver's
-and history's model seconds in each run (from `dbt.log`).
+intervals chain; its live versions are silver's rows; no unchanged-TOAST placeholder) run in
+`dbt test`: the benchmark stops if they fail. Prints one JSON line: the full build's seconds,
+each run's seconds, and silver's and history's model seconds in each run (from `dbt.log`).
 
 The project keeps the model: later runs of `benchmarks.run --resume` on the same work folder
 build it too. Run this on a work folder kept for it.
@@ -24,16 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
-from benchmarks.project import run_dbt, spark_env
-from cdc_lakehouse.tables.generate import SILVER_SQL
+from benchmarks.dbt_loop import run_loop
+from benchmarks.project import run_dbt
+from cdc_lakehouse.tables.generate import SILVER_SQL, history_data_tests
 
 HISTORY_SQL = SILVER_SQL.format(
     header="",
@@ -44,22 +43,10 @@ HISTORY_SQL = SILVER_SQL.format(
     delete_mode="hard",
 )
 
-# The data tests a registered table's history gets (cdc_lakehouse.tables.generate).
+# The data tests a registered table's history gets.
 HISTORY_YML = {
     "version": 2,
-    "models": [
-        {
-            "name": "items_history",
-            "data_tests": [
-                {"cdc_lakehouse.cdc_history_intervals": {"arguments": {"unique_key": ["id"]}}},
-                {
-                    "cdc_lakehouse.cdc_history_matches_current_state": {
-                        "arguments": {"current_state": "ref('items')"}
-                    }
-                },
-            ],
-        }
-    ],
+    "models": [{"name": "items_history", "data_tests": history_data_tests(["id"], "items")}],
 }
 
 _MODEL_DONE = re.compile(
@@ -105,19 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dbt(project, ["run-operation", "cdc_compact"], lakehouse=lakehouse, landing=landing)
     log = lakehouse / "logs" / "dbt.log"
     start = log.stat().st_size if log.exists() else 0
-    loop = subprocess.run(
-        [sys.executable, "-m", "benchmarks.dbt_loop", "--project", str(project),
-         "--lakehouse", str(lakehouse), "--landing", str(landing),
-         "--runs", str(args.runs), "--batch", str(args.batch)],
-        # dbt.log must not roll over during the loop (read from `start` below)
-        env={**spark_env(lakehouse), "DBT_LOG_FILE_MAX_BYTES": "0"},
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    lines = [line for line in loop.stdout.splitlines() if line.startswith("{")]
-    if loop.returncode != 0 or not lines:
-        print((loop.stdout + loop.stderr)[-3000:], file=sys.stderr)
-        return 1
-    report["seconds"] = json.loads(lines[-1])["seconds"]
+    # dbt.log must not roll over during the loop (read from `start` below)
+    loop = run_loop(
+        project, lakehouse, landing, args.runs, args.batch, env={"DBT_LOG_FILE_MAX_BYTES": "0"}
+    )
+    report["seconds"] = loop["seconds"]
     report["models"] = model_seconds(log, start)
     # raises with dbt's output when a test fails
     run_dbt(project, ["test", "-s", "items", "items_history"], lakehouse=lakehouse, landing=landing)

@@ -34,6 +34,7 @@ from typing import Any
 
 from benchmarks import generate
 from benchmarks.charts import draw_charts, label
+from benchmarks.dbt_loop import run_loop
 from benchmarks.measure import Measured, run_measured
 from benchmarks.project import (
     REPO,
@@ -188,15 +189,7 @@ class Suite:
         """`runs` dbt runs in one process (the Spark session stays warm), `batch` events landed
         before each. The first run pays the process start; the others are what a long-lived
         driver pays per run."""
-        loop = run_measured(
-            [sys.executable, "-m", "benchmarks.dbt_loop", "--project", str(self.project),
-             "--lakehouse", str(lakehouse), "--landing", str(landing),
-             "--runs", str(runs), "--batch", str(batch)],
-            env=spark_env(lakehouse),
-        )  # fmt: skip
-        if loop.returncode != 0:
-            raise RuntimeError(f"dbt loop failed:\n{(loop.stdout + loop.stderr)[-3000:]}")
-        return json.loads(loop.stdout.strip().splitlines()[-1])
+        return run_loop(self.project, lakehouse, landing, runs, batch)
 
     def reference(
         self, engine: str, landing: Path, lakehouse: Path | None = None, *extra: str

@@ -296,25 +296,31 @@ def _silver_entry(table: Table) -> dict[str, Any]:
     }
 
 
+def history_data_tests(key: list[str], silver_model: str) -> list[Any]:
+    """The data tests of a history model whose key is `key` and current state `silver_model`
+    (also what benchmarks.history_runs gives its history)."""
+    # cdc_history_intervals checks the history's shape in one query: its required columns not
+    # null, one row per (key, `_cdc_valid_from_seq`) and one current version per key (both
+    # implied by intervals that chain). A test node per rule cost a query and a Spark job each,
+    # on every build.
+    return [
+        {"cdc_lakehouse.cdc_history_intervals": {"arguments": {"unique_key": key}}},
+        {
+            "cdc_lakehouse.cdc_history_matches_current_state": {
+                "arguments": {"current_state": f"ref('{silver_model}')"}
+            }
+        },
+        "cdc_lakehouse.cdc_no_toast_placeholder",
+    ]
+
+
 def _history_entry(table: Table) -> dict[str, Any]:
     key = list(table.key)
     ignored = ""
     if table.history_ignore:
         names = ", ".join(f"`{c}`" for c in table.history_ignore)
         ignored = f" A change of only {names} opens no version (`ignore_columns`)."
-    # cdc_history_intervals checks the history's shape in one query: its required columns not
-    # null, one row per (key, `_cdc_valid_from_seq`) and one current version per key (both
-    # implied by intervals that chain). A test node per rule cost a query and a Spark job each,
-    # on every build.
-    tests: list[Any] = [
-        {"cdc_lakehouse.cdc_history_intervals": {"arguments": {"unique_key": key}}},
-        {
-            "cdc_lakehouse.cdc_history_matches_current_state": {
-                "arguments": {"current_state": f"ref('{table.silver_model}')"}
-            }
-        },
-        "cdc_lakehouse.cdc_no_toast_placeholder",
-    ]
+    tests = history_data_tests(key, table.silver_model)
     return {
         "name": table.history_model,
         "description": _described(
