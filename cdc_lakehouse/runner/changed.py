@@ -30,12 +30,13 @@ lakehouse (`$CDC_LAKEHOUSE_DIR/cdc_landing_listing.json`) so each lakehouse has 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -261,10 +262,66 @@ class RunChoice(NamedTuple):
     after_run: Callable[[Any], None]  # called with dbt's result once it has run
     why: str
     new_bytes: int | None  # bytes landed for the tables it builds; None: not known
+    # the data tests' scope (tests_since): epoch microseconds, or None: every row
+    tests_since: int | None = None
+
+
+# Below this many bytes in the largest selected topic's landing files, a run's data tests read
+# every row: filtering a small table by the batch's keys costs more than reading it (on the
+# 5-table benchmark's tables, a scoped test took about twice as long as an unscoped one; on a
+# 10M-event table its six tests took 8-10 s instead of 50 s: docs/benchmarks.md).
+SCOPED_TESTS_BYTES = 64 * 2**20
+
+# The variable that scopes the data tests of a dbt command to the keys of the events loaded
+# since (epoch microseconds; the package's cdc_tested_rows): set by these runners for each run,
+# from what the earlier runs' data tests passed on (tests_since); unset, every row is tested.
+TESTS_SINCE = "CDC_TESTS_SINCE"
+
+
+def runs_data_tests(command: Sequence[str]) -> bool:
+    """Whether a successful run of `command` has run every data test of what it built: a
+    `build` that leaves no resource type out."""
+    types = {"--resource-type", "--resource-types", "--exclude-resource-type"}
+    return bool(command) and command[0] == "build" and not types & set(command)
+
+
+def tests_since(
+    selected: Sequence[str] | None, tested: Mapping[str, int], runs_tests: bool
+) -> int | None:
+    """Where this run's data tests may start: the oldest of the moments since which the
+    selected topics' events are untested (`tested`: per topic, the start of the last run whose
+    data tests all passed on that table; every event loaded before it was tested then). None
+    (every row) when a selected topic has none, when the run builds every table (the first run,
+    a changed project: a new column fills rows of every key) or when it runs no data test."""
+    if not runs_tests or selected is None or not selected:
+        return None
+    if any(topic not in tested for topic in selected):
+        return None
+    return min(tested[topic] for topic in selected)
+
+
+@contextlib.contextmanager
+def tests_scope(since: int | None) -> Iterator[None]:
+    """While the block runs (a dbt command), TESTS_SINCE set to `since`, or unset for None;
+    afterwards as it was."""
+    before = os.environ.pop(TESTS_SINCE, None)
+    if since is not None:
+        os.environ[TESTS_SINCE] = str(since)
+    try:
+        yield
+    finally:
+        os.environ.pop(TESTS_SINCE, None)
+        if before is not None:
+            os.environ[TESTS_SINCE] = before
 
 
 def next_run(
-    project: Path, root: str, state: Path, command: Sequence[str], build_all: bool = False
+    project: Path,
+    root: str,
+    state: Path,
+    command: Sequence[str],
+    build_all: bool = False,
+    scoped_tests_bytes: int = SCOPED_TESTS_BYTES,
 ) -> RunChoice:
     """This run's dbt command (None: nothing landed, do not run dbt), what to call with dbt's
     result once it has run, why, and the bytes that landed for it. Shared by `main` and
@@ -273,37 +330,68 @@ def next_run(
     tables the run finished, the previous one kept for those it did not (failed_topics): the
     next run builds only those again, where saving nothing would build every table of this run
     again. A failed run of everything (the first, or after a change to the project) saves
-    nothing: it runs again in full."""
+    nothing: it runs again in full. Its data tests read the keys with events since
+    tests_since when a selected table's topic holds at least `scoped_tests_bytes` of files."""
     selection, listing, why, new_bytes = plan(project, root, state, build_all)
+    # Before dbt starts: every event this run loads is stamped later (`_cdc_loaded_at`, by
+    # bronze, in this process and on this clock).
+    started = time.time_ns() // 1000
+    read: list[list[Table]] = []  # the registry, read when needed (not when nothing landed)
+
+    def registered() -> list[Table]:
+        if not read:
+            read.append(tables(project))
+        return read[0]
+
+    selected: list[str] | None = None
+    if selection:
+        by_selector = dict(
+            zip(selectors(registered()), (t.topic for t in registered()), strict=True)
+        )
+        selected = [by_selector[s] for s in selection]
+    elif selection is not None:
+        selected = []
+    saved = json.loads(state.read_text()) if state.exists() else {}
+    tested: dict[str, int] = saved.get("tested_since", {}) if listing is not None else {}
+    runs_tests = runs_data_tests(command)
+
+    def passed(topics: Sequence[str]) -> dict[str, int]:
+        """The tested moments to save after a run whose data tests passed on `topics`."""
+        if not runs_tests:
+            return tested
+        return {**tested, **dict.fromkeys(topics, started)}
 
     def after_run(result: Any) -> None:
         if listing is None:
             return
         if result is None or result.success:
-            save(state, listing)
+            built = [t.topic for t in registered()] if selected is None else selected
+            save(state, {**listing, "tested_since": passed(built if result else [])})
             return
         run_results = getattr(getattr(result, "result", None), "results", None)
         if selection is None or run_results is None:
             return
-        registered = tables(project)
-        unfinished = failed_topics(run_results, registered)
+        unfinished = failed_topics(run_results, registered())
         if unfinished is None:
             return
-        previous = json.loads(state.read_text())["topics"] if state.exists() else {}
+        previous = saved.get("topics", {})
         topics = dict(listing["topics"])
         for topic in unfinished:
             if topic in previous:
                 topics[topic] = previous[topic]
             else:
                 topics.pop(topic, None)
-        save(state, {**listing, "topics": topics})
+        finished = [topic for topic in selected or [] if topic not in unfinished]
+        save(state, {**listing, "topics": topics, "tested_since": passed(finished)})
 
     if selection == []:
         after_run(None)
         return RunChoice(None, after_run, why, 0)
     if selection is None:
         return RunChoice(list(command), after_run, why, None)
-    return RunChoice(with_selection(command, selection), after_run, why, new_bytes)
+    landed = max(sum(entry[1] for entry in listing["topics"].get(t, [])) for t in selected or [""])
+    since = tests_since(selected, tested, runs_tests) if landed >= scoped_tests_bytes else None
+    return RunChoice(with_selection(command, selection), after_run, why, new_bytes, since)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -332,13 +420,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a run whose tables received at most N bytes of new files runs with Spark's "
         "small-input settings (0: never; cdc_lakehouse.runner.small_runs)",
     )
+    parser.add_argument(
+        "--scoped-tests-bytes",
+        type=int,
+        default=SCOPED_TESTS_BYTES,
+        metavar="N",
+        help="when a selected table's topic holds at least N bytes of files (default 64 MB), the "
+        "data tests read the keys with events since their last passing run (0: always)",
+    )
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="-- then the dbt command")
     args = parser.parse_args(argv)
     command = [a for a in args.dbt_args if a != "--"] or ["build"]
     project = Path(args.project).resolve()
     state = args.state.resolve()
-    command, after_run, why, new_bytes = next_run(
-        project, args.landing_root, state, command, args.all
+    choice = next_run(project, args.landing_root, state, command, args.all, args.scoped_tests_bytes)
+    command, after_run, why, new_bytes = (
+        choice.command,
+        choice.after_run,
+        choice.why,
+        choice.new_bytes,
     )
     print(f"cdc_lakehouse.runner.changed: {why}", flush=True)
     if command is None:
@@ -357,7 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dbt.cli.main import dbtRunner
 
     os.chdir(project)
-    result = dbtRunner().invoke(command)
+    with tests_scope(choice.tests_since):
+        result = dbtRunner().invoke(command)
     after_run(result)
     sys.stdout.flush()
     # The JVM's non-daemon threads would keep a normal interpreter exit waiting.

@@ -125,15 +125,17 @@ def invoke_repeatedly(
     """Invoke `dbt <command>` `runs` times (0: forever) in this process, a run starting `every`
     seconds after the previous one started; `before_each` runs first (untimed). `choose`, when
     given, turns the command into this run's (None: skip the run) and returns what to call
-    with dbt's result after the run (success or not), why, and the bytes that landed for it: a
-    run of at most `small_run_bytes` (0: never) runs with Spark's small-input settings
-    (small_runs.in_environment). With `compact_every`, after every that many runs that built
-    tables, the tables built since the last compaction are compacted (`compaction_command`; a
-    failed compaction is reported and tried again after the next such runs). Yields one report
+    with dbt's result after the run (success or not), why, the bytes that landed for it (a
+    run of at most `small_run_bytes`, 0: never, runs with Spark's small-input settings:
+    small_runs.in_environment) and where its data tests start (changed.tests_since). With
+    `compact_every`, after every that many runs that built tables, the tables built since the
+    last compaction are compacted (`compaction_command`; a failed compaction is reported and
+    tried again after the next such runs). Yields one report
     per run: run number, start time, seconds, success (and the error, if any; `small`: true
     when it ran with the small-input settings; `compacted`: the models, seconds and success of
     a compaction after it). `project` invokes dbt (default: a ParsedProject). The command runs
     with DRIVER_VARS (with_driver_vars)."""
+    from cdc_lakehouse.runner.changed import tests_scope
     from cdc_lakehouse.runner.parsed import ParsedProject
 
     # parsed once, then again only when the project or the parse options change (parsed.py)
@@ -149,18 +151,24 @@ def invoke_repeatedly(
         started = time.monotonic()
         at = datetime.now(UTC).isoformat(timespec="seconds")
         this_run, after_run, why, new_bytes = list(command), None, None, None
+        since = None
         error: BaseException | None = None
         result: Any = None
         small = False
         try:
             if choose is not None:
-                this_run, after_run, why, new_bytes = choose(list(command))
+                choice = choose(list(command))
+                this_run, after_run, why, new_bytes = choice[:4]
+                since = choice.tests_since
             if this_run is None:
                 success = True
             else:
-                with small_runs.in_environment(
-                    small_runs.is_small(new_bytes, small_run_bytes)
-                ) as small:
+                with (
+                    small_runs.in_environment(
+                        small_runs.is_small(new_bytes, small_run_bytes)
+                    ) as small,
+                    tests_scope(since),
+                ):
                     result = project.invoke(this_run)
                 success, error = result.success, result.exception
                 if after_run is not None:

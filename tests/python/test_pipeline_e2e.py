@@ -245,9 +245,10 @@ def test_data_tests_catch_resurrected_rows_placeholders_and_broken_shapes(
     the history, a version with a null `is_current` and two current versions
     of one key (`cdc_history_intervals`, one test for the history's shape: 2 failing rows); in
     the change log, an event with an unknown operation and an update without a key
-    (`cdc_change_log_valid`: 2 failing rows). It writes to the fixture's silver, history and
-    bronze, then repairs them, after the fixture's builds (the exports the other tests read are
-    files)."""
+    (`cdc_change_log_valid`: 2 failing rows); scoped as a runner's run scopes them, to the keys
+    with events, the silver row of a deleted key still fails. It writes to the fixture's silver,
+    history and bronze, then repairs them, after the fixture's builds (the exports the other
+    tests read are files)."""
     lakehouse = full["first"].parents[1]
     silver = read_export(full["first"], "silver.products")
     live = {row["product_id"] for row in silver}
@@ -288,6 +289,14 @@ def test_data_tests_catch_resurrected_rows_placeholders_and_broken_shapes(
         assert result.returncode != 0
         assert "FAIL 2 cdc_lakehouse_cdc_current_state_valid_products_" in failed, failed
         assert "FAIL 2 cdc_lakehouse_cdc_history_intervals_products_history" in failed, failed
+        assert "FAIL 2 cdc_lakehouse_cdc_change_log_valid_stg_northwind__pr" in failed, failed
+        # A runner's run tests the keys with events loaded since its last tested run
+        # (CDC_TESTS_SINCE, the package's cdc_tested_rows; here every event): the resurrected
+        # row of a deleted key still fails, the rows of made-up keys (no event) are not read.
+        scoped = run_dbt(data_tests, lakehouse=lakehouse, check=False, env={"CDC_TESTS_SINCE": "0"})
+        failed = "\n".join(line for line in scoped.stdout.splitlines() if " FAIL " in line)
+        assert "FAIL 1 cdc_lakehouse_cdc_current_state_valid_products_" in failed, failed
+        assert "cdc_history_intervals_products_history" not in failed, failed
         assert "FAIL 2 cdc_lakehouse_cdc_change_log_valid_stg_northwind__pr" in failed, failed
     finally:
         for relation, repaired in (

@@ -9,6 +9,7 @@ run small in test_benchmarks.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -732,6 +733,72 @@ def test_a_failed_changed_tables_run_builds_only_its_unfinished_tables_again(
     after_run = changed.next_run(project, str(landing), state, ["build"]).after_run
     after_run(SimpleNamespace(success=True, result=None))
     assert changed.plan(project, str(landing), state)[0] == []
+
+
+def test_the_data_tests_start_where_the_last_tested_run_of_the_tables_started(
+    tmp_path: Path,
+) -> None:
+    """The runners scope a run's data tests to the keys with events loaded since the start of
+    the oldest run whose tests last passed on a selected table (CDC_TESTS_SINCE, the package's
+    cdc_tested_rows): every row on a run of every table, after a run that ran no data test,
+    and for a table never tested; a table whose test failed keeps its moment, so its keys are
+    tested again. Only for tables whose landing holds at least `scoped_tests_bytes`."""
+    project = project_with(tmp_path, SHOP + INVOICES)
+    landing = tmp_path / "landing"
+    state = tmp_path / "lakehouse" / changed.LISTING_FILE
+    source = "source.p.landing_shop."
+
+    def land(topic: str, offset: int) -> None:
+        folder = landing / "topics" / topic / "partition=0"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{topic}+0+{offset:010d}.json").write_text("{}\n")
+
+    def ok() -> SimpleNamespace:
+        return SimpleNamespace(success=True, result=None)
+
+    first = changed.next_run(project, str(landing), state, ["build"], scoped_tests_bytes=0)
+    assert first.command == ["build"] and first.tests_since is None  # every table: every row
+    before = time.time_ns() // 1000
+    first.after_run(ok())
+    tested = json.loads(state.read_text())["tested_since"]
+    assert set(tested) == {"shop.public.accounts", "shop.public.invoices"}
+    assert tested["shop.public.accounts"] <= before
+
+    land("shop.public.invoices", 0)
+    second = changed.next_run(project, str(landing), state, ["build"], scoped_tests_bytes=0)
+    assert second.tests_since == tested["shop.public.invoices"]
+    # its test fails: the table's moment stays, the next run tests its keys from there again
+    second.after_run(
+        SimpleNamespace(success=False, result=SimpleNamespace(results=[
+            _result("success", "model.p.bronze_shop__invoices", source + "invoices"),
+            _result("fail", "test.p.unique_invoices", "model.p.invoices"),
+        ]))
+    )  # fmt: skip
+    land("shop.public.invoices", 1)
+    land("shop.public.accounts", 0)
+    third = changed.next_run(project, str(landing), state, ["build"], scoped_tests_bytes=0)
+    assert third.tests_since == tested["shop.public.invoices"]  # the older of the two
+    third.after_run(ok())
+    after = json.loads(state.read_text())["tested_since"]
+    assert after["shop.public.invoices"] > tested["shop.public.invoices"]
+
+    # a run without data tests tests nothing and moves nothing
+    land("shop.public.accounts", 1)
+    # a small table: every row (its topic holds a few bytes, under the default limit)
+    small = changed.next_run(project, str(landing), state, ["build"])
+    assert small.command is not None and small.tests_since is None
+    assert changed.next_run(
+        project, str(landing), state, ["build"], scoped_tests_bytes=6
+    ).tests_since
+    for command in (["run"], ["build", "--exclude-resource-type", "test"]):
+        choice = changed.next_run(project, str(landing), state, command, scoped_tests_bytes=0)
+        assert choice.tests_since is None, command
+    choice.after_run(ok())
+    assert json.loads(state.read_text())["tested_since"] == after
+
+    with changed.tests_scope(123):
+        assert os.environ[changed.TESTS_SINCE] == "123"
+    assert changed.TESTS_SINCE not in os.environ
 
 
 class _MacroReturn(Exception):

@@ -271,7 +271,7 @@ last_truncate as (
 )
 
 select silver.*
-from {{ relation }} as silver
+from {{ cdc_lakehouse.cdc_tested_rows(relation) }} as silver
 left join last_deletes using ({{ key_list }})
 cross join last_truncate
 where

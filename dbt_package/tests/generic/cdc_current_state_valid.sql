@@ -6,7 +6,8 @@
   gone (the rule of cdc_hard_deletes_removed: flagged deleted, or older than a delete of its key
   or a truncate the table applied; a resurrected row fails it). One query, so one test node per
   table rather than one per rule (each node costs a query plan and a Spark job on every build).
-  dbt's `unique` and `not_null` on the key stay tests of their own.
+  dbt's `unique` and `not_null` on the key stay tests of their own. The rows of keys with
+  events since the runners' last tested run, in their runs (cdc_tested_rows).
 #}
 {% test cdc_current_state_valid(model, placeholder='__debezium_unavailable_value') %}
 
@@ -20,7 +21,7 @@ checked as (
             when {{ cdc_lakehouse.cdc_placeholder_predicate(model, placeholder) }}
                 then 'unchanged-TOAST placeholder'
         end as _cdc_failure
-    from {{ model }}
+    from {{ cdc_lakehouse.cdc_tested_rows(model) }}
 )
 
 select *

@@ -8,7 +8,8 @@
   key: of two versions starting at the same sequence, or two without an end, the first has a
   next one it does not end before. One query, so one test node per history rather than one per
   rule (each node costs a query plan and a Spark job on every build). `unique_key`: the model's
-  key columns.
+  key columns. In the runners' runs, the versions of keys with events since their last tested
+  run (cdc_tested_rows).
 #}
 {% test cdc_history_intervals(model, unique_key) %}
 {%- set keys = [unique_key] if unique_key is string else unique_key %}
@@ -24,7 +25,7 @@ versions as (
         lead(valid_from) over (
             partition by {{ keys | join(', ') }} order by _cdc_valid_from_seq
         ) as _cdc_next_from
-    from {{ model }}
+    from {{ cdc_lakehouse.cdc_tested_rows(model) }}
 ),
 
 checked as (

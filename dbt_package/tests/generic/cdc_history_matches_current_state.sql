@@ -2,7 +2,9 @@
   Fails for every difference between the live versions of a history model (`is_current`, not
   deleted) and the rows of its current-state model `current_state` (not deleted), over the key
   and the tracked source columns (the history's `cdc_history_ignore_columns` are left out: a
-  version keeps their value from when it opened).
+  version keeps their value from when it opened). In the runners' runs, both sides' rows of the
+  keys with events since their last tested run (cdc_tested_rows: the two models read one
+  change log).
 #}
 {% test cdc_history_matches_current_state(model, current_state) %}
 {%- set column_list = cdc_lakehouse.cdc_history_compared_columns(model) %}
@@ -11,13 +13,13 @@ with
 
 history_current as (
     select {{ column_list }}
-    from {{ model }}
+    from {{ cdc_lakehouse.cdc_tested_rows(model) }}
     where is_current and not _cdc_is_deleted
 ),
 
 current_state as (
     select {{ column_list }}
-    from {{ current_state }}
+    from {{ cdc_lakehouse.cdc_tested_rows(current_state) }}
     where not _cdc_is_deleted
 ),
 

@@ -4,6 +4,6 @@
 #}
 {% test cdc_no_toast_placeholder(model, placeholder='__debezium_unavailable_value') %}
 select *
-from {{ model }}
+from {{ cdc_lakehouse.cdc_tested_rows(model) }}
 where {{ cdc_lakehouse.cdc_placeholder_predicate(model, placeholder) }}
 {% endtest %}
