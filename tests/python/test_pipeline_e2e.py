@@ -209,17 +209,6 @@ def test_replayed_landing_file_changes_nothing(full: dict[str, Path]) -> None:
     assert lake_tables(all_rows(full["compacted"])) == lake_tables(all_rows(full["again"]))
 
 
-def test_a_new_dbt_process_creates_its_session_while_dbt_parses(stepwise: dict) -> None:
-    """The compaction's `dbt run-operation` is a new process: the adapter starts creating the
-    Spark session when dbt registers it, before the parse, and the command's first statement
-    then takes that session (adapter relations.py, start_session_early)."""
-    log = stepwise["compaction_log"]
-    started = log.find("Creating the Spark session while dbt parses the project")
-    assert started != -1, "no early session start in the new process"
-    first_statement = log.find("On macro_cdc_compact:")
-    assert -1 < started < first_statement, "the session was started at the first statement"
-
-
 def test_each_landing_file_is_loaded_once(full: dict[str, Path]) -> None:
     """Bronze holds every line of every landed file exactly once, after runs that found the
     loaded files in `__cdc_loaded_files` and a run after compaction that had to scan bronze."""

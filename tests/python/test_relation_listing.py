@@ -5,12 +5,7 @@ the schemas, the ones `show databases` gives, which dbt creates the missing ones
 
 from __future__ import annotations
 
-from dbt.adapters.sparksession.relations import (
-    STATEMENT_COMMANDS,
-    list_schema,
-    list_schemas,
-    start_session_early,
-)
+from dbt.adapters.sparksession.relations import list_schema, list_schemas
 from pyspark.sql import SparkSession
 
 
@@ -71,30 +66,3 @@ def test_the_profile_settings_reach_the_live_session_once_per_dbt_command(
         assert spark.conf.get(setting) == "7", "not set for the next command"
     finally:
         spark.conf.set(setting, before)
-
-
-def test_the_early_session_start_knows_dbt_s_command_names() -> None:
-    """A new process creates its session while dbt parses (the adapter's __init__) for the
-    commands that run statements, named as dbt-core names them (`flags.WHICH`): a name dbt does
-    not use would silently start nothing, and a command that runs none would start a JVM."""
-    from dbt.cli.main import cli
-
-    names: set[str] = set()
-
-    def walk(group: object) -> None:
-        for name, command in getattr(group, "commands", {}).items():
-            names.add(name)
-            walk(command)
-
-    walk(cli)
-    assert names >= STATEMENT_COMMANDS, STATEMENT_COMMANDS - names
-    assert {"build", "run", "test", "compile", "generate"} <= STATEMENT_COMMANDS
-    assert (
-        not {"parse", "ls", "list", "deps", "debug", "clean", "init", "serve"} & STATEMENT_COMMANDS
-    )
-
-
-def test_a_live_session_is_not_started_again(spark: SparkSession) -> None:
-    """In a long-lived driver the session is live: no thread, the command's first listing
-    applies the profile's settings as before."""
-    assert start_session_early({"spark.sql.shuffle.partitions": "3"}) is None

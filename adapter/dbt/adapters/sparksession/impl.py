@@ -15,13 +15,7 @@ from dbt.adapters.sparksession.python_submissions import (
     checkpoint_view,
     spark_error_detail,
 )
-from dbt.adapters.sparksession.relations import (
-    STATEMENT_COMMANDS,
-    list_schema,
-    list_schemas,
-    session,
-    start_session_early,
-)
+from dbt.adapters.sparksession.relations import list_schema, list_schemas, session
 from dbt.adapters.sparksession.type_changes import type_change
 from dbt.adapters.sparksession.view_schema import schema_properties
 from dbt_common.exceptions import DbtRuntimeError
@@ -59,30 +53,8 @@ def clear_orphan_table_folder(schema: str, table: str) -> str:
     return folder.toString()
 
 
-def _command() -> str | None:
-    """The dbt command this process runs (`flags.WHICH`), if dbt-core set its flags."""
-    try:
-        from dbt.flags import get_flags
-
-        return getattr(get_flags(), "WHICH", None)
-    except Exception:  # noqa: BLE001 - the adapter used without dbt-core's command line
-        return None
-
-
 class SparkSessionAdapter(SparkAdapter):
     ConnectionManager = SparkSessionConnectionManager  # type: ignore[assignment]
-
-    def __init__(self, config: Any, mp_context: Any) -> None:
-        super().__init__(config, mp_context)
-        # dbt registers the adapter before it parses the project: a command that will run
-        # statements in this process's session starts creating it now, beside the parse.
-        credentials = config.credentials
-        if credentials.method != SparkConnectionMethod.SESSION:
-            return
-        if _command() not in STATEMENT_COMMANDS:
-            return
-        if start_session_early(credentials.server_side_parameters) is not None:
-            logger.debug("Creating the Spark session while dbt parses the project")
 
     @classmethod
     def type(cls) -> str:

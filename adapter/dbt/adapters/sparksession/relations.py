@@ -22,7 +22,6 @@ driver's 2 cores); `listDatabases` is the one metastore call behind each, withou
 to parse and plan.
 """
 
-import contextlib
 import threading
 from typing import Any
 
@@ -60,41 +59,6 @@ def session(server_side_parameters: dict[str, Any]) -> Any:
         spark = builder.getOrCreate()
         _applied[0] = wanted
         return spark
-
-
-# The dbt commands that run statements (a Spark session), by the name dbt-core gives them
-# (`flags.WHICH`; `generate` is `docs generate`, `freshness` is `source freshness`): `parse`,
-# `ls`, `deps`, `debug`, `clean`, `init` and `docs serve` need none.
-STATEMENT_COMMANDS = frozenset(
-    ("build", "run", "test", "seed", "snapshot", "run-operation", "show", "compile", "retry",
-     "clone", "generate", "freshness", "snapshot-freshness")
-)  # fmt: skip
-
-
-def start_session_early(server_side_parameters: dict[str, Any]) -> threading.Thread | None:
-    """Create this process's Spark session in a background thread, while dbt parses the
-    project, when no session is live yet: a new process otherwise starts the JVM, the Iceberg
-    session and the metastore only at its first listing, after the parse. The thread goes
-    through session(), whose lock (and pyspark's builder lock) the command's first listing or
-    statement then waits on, so the settings are applied once, as before. A failure here is
-    left to that first statement, which creates the session again and reports it. Measured on
-    2 cores (a `dbt run` of one table with nothing new, 5-table project): 14.7 -> 13.8 s when
-    dbt parses the whole project, no change beyond the spread with a partial parse (~0.4 s of
-    parse to overlap, on cores the JVM's start keeps busy)."""
-    from pyspark.sql import SparkSession
-
-    live = SparkSession._instantiatedSession
-    if live is not None and live._sc._jsc is not None:
-        return None
-
-    def create() -> None:
-        # a failure is reported by the command's first statement, which tries again
-        with contextlib.suppress(Exception):
-            session(server_side_parameters)
-
-    thread = threading.Thread(target=create, name="spark-session-start", daemon=True)
-    thread.start()
-    return thread
 
 
 def list_schema(spark: Any, schema: str) -> list[Row] | None:
