@@ -15,7 +15,8 @@ from dbt.adapters.spark.connections import (
     SparkCredentials,
 )
 from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
-from dbt.adapters.sparksession import commit_properties
+from dbt.adapters.sparksession import commit_properties, relations
+from dbt.adapters.sparksession.metastore_warm_up import warm_up
 from dbt_common.exceptions import DbtRuntimeError
 
 
@@ -100,8 +101,9 @@ class _LiveSessionCursor(Cursor):
     dbt-spark builds `SparkSession.builder.enableHiveSupport().config(...)` with every profile
     setting and calls `getOrCreate()` for each statement; on a live session that is a py4j
     lookup and the profile's settings applied again, a few milliseconds a statement and
-    thousands of statements a build. The first statement of the process still goes through
-    it (it creates the session from the profile); later ones run on that session."""
+    thousands of statements a build. The first statement of the process creates the session
+    as it does (relations.session: the same builder and settings), with the embedded
+    metastore's first write (metastore_warm_up.py); later ones run on that session."""
 
     def execute(self, sql: str, *parameters: Any) -> None:
         from pyspark.sql import SparkSession
@@ -109,9 +111,9 @@ class _LiveSessionCursor(Cursor):
 
         session = SparkSession._instantiatedSession  # what getOrCreate() would return
         if session is None or session._sc._jsc is None:
-            super().execute(sql, *parameters)
-            _register_simple_names(SparkSession._instantiatedSession)
-            return
+            # dbt-spark's builder with the profile's settings, and the metastore's first write
+            session = relations.session(self.server_side_parameters)
+        warm_up(session)  # a session some other code created: its first write, before this
         _register_simple_names(session)
         _set_call_site(session, sql)
         if len(parameters) > 0:

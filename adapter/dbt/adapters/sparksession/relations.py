@@ -25,6 +25,8 @@ to parse and plan.
 import threading
 from typing import Any
 
+from dbt.adapters.sparksession.metastore_warm_up import warm_up
+
 # (schema, name, is temporary, information): the rows of `show table extended`
 Row = tuple[str, str, bool, str]
 
@@ -52,12 +54,14 @@ def session(server_side_parameters: dict[str, Any]) -> Any:
     with _applying:
         live = SparkSession._instantiatedSession
         if live is not None and live._sc._jsc is not None and _applied[0] == wanted:
+            warm_up(live)
             return live
         builder = SparkSession.builder.enableHiveSupport()
         for parameter, value in server_side_parameters.items():
             builder = builder.config(parameter, value)
         spark = builder.getOrCreate()
         _applied[0] = wanted
+        warm_up(spark)  # a new session's first metastore write, before any model's
         return spark
 
 
