@@ -10,18 +10,19 @@ StatementMappingIndex.getNumberOfParameterOccurrences() because ownerIdx is null
 catalog calls take one lock, but Iceberg's commits (its own metastore clients) and Hudi's
 metastore sync (its own client, on every Hudi write) do not: two models of one build writing
 the metastore at the same moment, the process's first such writes, can fail one of them. CI
-saw it on Hudi: two silver models' first writes, "HoodieMetaSyncException: Could not sync using
-the meta sync class org.apache.hudi.hive.HiveSyncTool".
+saw it on Hudi, a silver model's write: "HoodieMetaSyncException: Could not sync using the meta
+sync class org.apache.hudi.hive.HiveSyncTool".
 
-Once a store has built its statement, later calls only read it, as long as the process keeps
-one DataNucleus factory (profiles/profiles.yml, `datanucleus.schema.autoCreateAll`: every client
-of the embedded metastore opens it with the same settings). So the first session of a process
-writes a table's parameters once, alone, before any other statement runs on it: a view created
-and dropped in `default` (the statement Iceberg's commits use; within the noise of a new
-process's first statements on 2 cores). On Hudi, whose sync also writes a table's serde
-parameters (the store CI's failure was in), a table with a location instead (the serde keeps
-the path): about 0.5 s more. A metastore service (CDC_METASTORE_URI) is another JVM:
-devstack's makes the same first write before it serves (jvm/metastore, LoopbackMetastore).
+Once a store has built its statement, later calls only read it, as long as the process keeps one
+DataNucleus factory (profiles/profiles.yml: the driver's JVM properties give every client of the
+embedded metastore the same database settings; a client with others replaces the factory). So
+the first session of a process writes a table's parameters once, alone, before any other
+statement runs on it: a view created and dropped in `default` (the store Iceberg's commits
+write; within the noise of a new process's first statements on 2 cores). On Hudi, whose sync
+also writes a table's serde parameters (the store CI's failure was in), a table with a location
+instead (its serde keeps the path): about 0.5 s more. A metastore service (CDC_METASTORE_URI) is
+another JVM: devstack's makes the same first write before it serves (jvm/metastore,
+LoopbackMetastore).
 """
 
 import shutil
