@@ -164,8 +164,11 @@ class Plan(NamedTuple):
     new_bytes: int | None  # bytes of the changed tables' new files; None: not known (everything)
 
 
-def plan(project: Path, root: str, state: Path, build_all: bool = False) -> Plan:
-    """Which tables this run builds, what it saves, why, and how many bytes landed for them."""
+def plan(
+    project: Path, root: str, state: Path, build_all: bool = False, saved: dict | None = None
+) -> Plan:
+    """Which tables this run builds, what it saves, why, and how many bytes landed for them.
+    `saved`: the listing `state` holds, when the caller has read it already."""
     registered = tables(project)
     folder = local_root(root)
     if folder is None:
@@ -179,7 +182,8 @@ def plan(project: Path, root: str, state: Path, build_all: bool = False) -> Plan
         return Plan(None, saving, "--all: building everything", None)
     if not state.exists():
         return Plan(None, saving, "no listing saved by an earlier run: building everything", None)
-    saved = json.loads(state.read_text())
+    if saved is None:
+        saved = json.loads(state.read_text())
     if saved.get("project") != saving["project"]:
         why = "the project's models, macros, registry or settings changed since the last run"
         return Plan(None, saving, f"{why}: building everything", None)
@@ -199,6 +203,10 @@ def plan(project: Path, root: str, state: Path, build_all: bool = False) -> Plan
     )
 
 
+# dbt's options that choose resource types: a command with one keeps its own choice
+RESOURCE_TYPE_FLAGS = {"--resource-type", "--resource-types", "--exclude-resource-type"}
+
+
 def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str]:
     """The dbt command with `--select` the changed tables (added to the user's own). Without
     dbt unit tests, as a plain build (selectors.yml): a `--select` replaces that default, and
@@ -209,11 +217,10 @@ def with_selection(command: Sequence[str], selection: Sequence[str]) -> list[str
     for flag in ("--select", "-s"):
         if flag in command:
             raise ValueError(f"{flag} is chosen by this tool; use --exclude to narrow it")
-    types = {"--resource-type", "--resource-types", "--exclude-resource-type"}
     runs_unit_tests = bool(command) and command[0] in UNIT_TEST_COMMANDS
     without_unit_tests = (
         ["--exclude-resource-type", "unit_test"]
-        if runs_unit_tests and not types & set(command)
+        if runs_unit_tests and not RESOURCE_TYPE_FLAGS & set(command)
         else []
     )
     return [*command, "--select", *selection, *without_unit_tests]
@@ -281,8 +288,7 @@ TESTS_SINCE = "CDC_TESTS_SINCE"
 def runs_data_tests(command: Sequence[str]) -> bool:
     """Whether a successful run of `command` has run every data test of what it built: a
     `build` that leaves no resource type out."""
-    types = {"--resource-type", "--resource-types", "--exclude-resource-type"}
-    return bool(command) and command[0] == "build" and not types & set(command)
+    return bool(command) and command[0] == "build" and not RESOURCE_TYPE_FLAGS & set(command)
 
 
 def tests_since(
@@ -332,7 +338,8 @@ def next_run(
     again. A failed run of everything (the first, or after a change to the project) saves
     nothing: it runs again in full. Its data tests read the keys with events since
     tests_since when a selected table's topic holds at least `scoped_tests_bytes` of files."""
-    selection, listing, why, new_bytes = plan(project, root, state, build_all)
+    saved = json.loads(state.read_text()) if state.exists() else {}
+    selection, listing, why, new_bytes = plan(project, root, state, build_all, saved)
     # Before dbt starts: every event this run loads is stamped later (`_cdc_loaded_at`, by
     # bronze, in this process and on this clock).
     started = time.time_ns() // 1000
@@ -351,7 +358,6 @@ def next_run(
         selected = [by_selector[s] for s in selection]
     elif selection is not None:
         selected = []
-    saved = json.loads(state.read_text()) if state.exists() else {}
     tested: dict[str, int] = saved.get("tested_since", {}) if listing is not None else {}
     runs_tests = runs_data_tests(command)
 
