@@ -10,7 +10,11 @@ Prints one JSON object:
   (adapter/dbt/adapters/sparksession/metastore_warm_up.py) is done, and the factory's identity;
 - `after_command`, `after_writes`: the factory's identity then (the same unless a client opened
   the metastore with other settings and it was replaced), and the settings that changed;
-- `left_in_default`: the tables the session left in `default`.
+- `left_in_default`: the tables the session left in `default`, and `left_in_warehouse`: the
+  folders in its location;
+- `blocked`: a second dbt command after the process's session is taken for a new one, with an
+  object of the other kind under the first write's name (a table where it drops a view, a view
+  where it drops a table): whether the command succeeded and the warnings dbt logged.
 """
 
 from __future__ import annotations
@@ -134,7 +138,40 @@ def main() -> None:
     report["left_in_default"] = sorted(
         row.tableName for row in spark.sql("show tables in default").collect()
     )
+    location = spark.catalog.getDatabase("default").locationUri.removeprefix("file:")
+    report["left_in_warehouse"] = sorted(os.listdir(location))
+    report["blocked"] = blocked_first_write(spark, lakehouse, table_format)
     print("PROBE " + json.dumps(report), flush=True)
+
+
+def blocked_first_write(spark: Any, lakehouse: str, table_format: str) -> dict[str, Any]:
+    """A dbt command whose session's first write fails (really: an object of the other kind
+    holds its name) must go on, with a warning."""
+    from dbt.adapters.sparksession import metastore_warm_up
+
+    name = metastore_warm_up.VIEW
+    if table_format == "hudi":  # the first write drops a table there: a view holds the name
+        spark.sql(f"create view {name} as select 1 as blocker")
+    else:  # it drops a view: a table holds the name
+        spark.sql(f"create table {name} (blocker int) using parquet")
+    metastore_warm_up._done[0] = None  # the session is taken for a new one
+    warnings: list[str] = []
+
+    def warned(event: Any) -> None:
+        if event.info.level == "warn":
+            warnings.append(event.info.msg)
+
+    result = dbtRunner(callbacks=[warned]).invoke(
+        ["show", "--inline", "select 2 as x", "--quiet", "--target-path", f"{lakehouse}/target"]
+        + ["--log-path", f"{lakehouse}/logs"]
+    )
+    kind = "view" if table_format == "hudi" else "table"
+    spark.sql(f"drop {kind} {name}")
+    return {
+        "success": result.success,
+        "warnings": warnings,
+        "done": metastore_warm_up._done[0] is spark,
+    }
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ of the format from new threads in a process of its own, and reads the factory an
 by reflection. With the profile's settings of the commit before this test, the factory was
 replaced during the Iceberg command and during the Hudi writes; without the session's first
 write (adapter/dbt/adapters/sparksession/metastore_warm_up.py) no store was built before the
-writes.
+writes. A first write that fails (an object of the other kind under its name, made by the probe)
+must leave a warning with its cause and the command going on.
 """
 
 from __future__ import annotations
@@ -71,3 +72,11 @@ def test_the_metastore_keeps_one_factory_with_its_statements_built_before_the_wr
         f"{report['after_writes']['settings_changed']}"
     )
     assert report["left_in_default"] == ["probe_a", "probe_b"], "the first write left its table"
+    assert report["left_in_warehouse"] == ["probe_a", "probe_b"], "the first write left a folder"
+    # a first write that fails (here an object of the other kind holds its name) is a warning
+    # naming its cause; the command goes on, and the session is not tried again per statement
+    blocked = report["blocked"]
+    assert blocked["success"], "a failed first write stopped the dbt command"
+    warned = [w for w in blocked["warnings"] if "first write" in w]
+    assert len(warned) == 1 and "Cause: " in warned[0] and warned[0].split("Cause: ")[1], warned
+    assert blocked["done"]

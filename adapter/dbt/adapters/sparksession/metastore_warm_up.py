@@ -23,12 +23,21 @@ also writes a table's serde parameters (the store CI's failure was in), a table 
 instead (its serde keeps the path): about 0.5 s more. A metastore service (CDC_METASTORE_URI) is
 another JVM: devstack's makes the same first write before it serves (jvm/metastore,
 LoopbackMetastore).
+
+The first write is a guard, not a step of the run: when it fails (a metastore the process may
+read but not write, a warm-up view another process holds), the session is used all the same and
+the failure is logged as a warning with its cause; the statements that need the metastore report
+their own errors.
 """
 
 import shutil
 import tempfile
 import threading
 from typing import Any
+
+from dbt.adapters.events.logging import AdapterLogger
+
+logger = AdapterLogger("Spark")
 
 # Named after this project, in the database every Hive catalog has; dropped again at once (a
 # process killed in between leaves it, and the next process drops it first).
@@ -54,7 +63,15 @@ def warm_up(spark: Any) -> None:
         if _done[0] is spark:
             return
         if embedded_hive_metastore(spark):
-            _first_write(spark)
+            try:
+                _first_write(spark)
+            except Exception as exc:  # noqa: BLE001 - a guard: reported, the session goes on
+                cause = _cause(exc)
+                logger.warning(
+                    f"The embedded metastore's first write ({VIEW}, created and dropped) "
+                    "failed; models that write the metastore at the same moment may meet "
+                    f"datanucleus/datanucleus-rdbms#288. Cause: {cause}"
+                )
         _done[0] = spark
 
 
@@ -64,6 +81,9 @@ def _first_write(spark: Any) -> None:
         spark.sql(f"drop view if exists {VIEW}")
         spark.sql(f"create view {VIEW} as select 1 as warm_up")
         spark.sql(f"drop view {VIEW}")
+        # Iceberg's session catalog makes it an Iceberg view, whose drop leaves its empty
+        # metadata folder in the database's location: removed, not left in a user's warehouse
+        _remove_folder(spark, f"{spark.catalog.getDatabase('default').locationUri}")
         return
     folder = tempfile.mkdtemp(prefix="cdc-metastore-warm-up-")
     try:
@@ -72,3 +92,18 @@ def _first_write(spark: Any) -> None:
         spark.sql(f"drop table {VIEW}")  # not managed: the folder stays, removed below
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_folder(spark: Any, database_location: str) -> None:
+    """Remove the warm-up's folder under the database's location, if one is there."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{database_location.rstrip('/')}/{VIEW.split('.')[1]}")
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
+
+
+def _cause(exc: Exception) -> str:
+    """The first line of an error: the JVM's exception for py4j's (whose own text only names
+    the call), the class and text otherwise (pyspark's can have an empty text)."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
+    return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
