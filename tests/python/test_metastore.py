@@ -28,7 +28,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # the stores a table's parameters (every format's writes) and its serde's (Spark's catalog and
 # Hudi's sync) are written through
-BUILT = {"iceberg": ["MTable.parameters"], "hudi": ["MSerDeInfo.parameters", "MTable.parameters"]}
+BUILT = {
+    "iceberg": ["MTable.parameters"],
+    # Hudi's sync of a partitioned table adds partitions: their parameters' store too
+    "hudi": ["MPartition.parameters", "MSerDeInfo.parameters", "MTable.parameters"],
+}
 
 
 def probe(lakehouse: Path, table_format: str) -> dict:

@@ -88,7 +88,11 @@ def _first_write(spark: Any) -> None:
     folder = tempfile.mkdtemp(prefix="cdc-metastore-warm-up-")
     try:
         spark.sql(f"drop table if exists {VIEW}")
-        spark.sql(f"create table {VIEW} (warm_up int) using parquet location '{folder}'")
+        spark.sql(
+            f"create table {VIEW} (warm_up int, part int) using parquet partitioned by (part) "
+            f"location '{folder}'"
+        )
+        spark.sql(f"alter table {VIEW} add partition (part = 0)")  # a partition's parameters
         spark.sql(f"drop table {VIEW}")  # not managed: the folder stays, removed below
     finally:
         shutil.rmtree(folder, ignore_errors=True)
