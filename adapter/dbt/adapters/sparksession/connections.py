@@ -15,7 +15,7 @@ from dbt.adapters.spark.connections import (
     SparkCredentials,
 )
 from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
-from dbt.adapters.sparksession import commit_properties, relations
+from dbt.adapters.sparksession import column_cache, commit_properties, relations
 from dbt.adapters.sparksession.metastore_warm_up import warm_up
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -118,10 +118,13 @@ class _LiveSessionCursor(Cursor):
         _set_call_site(session, sql)
         if len(parameters) > 0:
             sql = sql % parameters
+        column_cache.wrote(sql)  # a write: the columns described before it are forgotten
         try:
             self._df = session.sql(sql)
         except AnalysisException as exc:
             raise DbtRuntimeError(str(exc)) from exc
+        finally:
+            column_cache.wrote(sql)  # and those described while it ran
 
 
 _registered: list[Any] = [None]  # the session whose JVM view has _SIMPLE_NAMES

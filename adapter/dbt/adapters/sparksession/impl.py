@@ -9,6 +9,7 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark import SparkAdapter
 from dbt.adapters.spark.connections import SparkConnectionMethod
+from dbt.adapters.sparksession import column_cache
 from dbt.adapters.sparksession.connections import SparkSessionConnectionManager
 from dbt.adapters.sparksession.python_submissions import (
     SessionPythonJobHelper,
@@ -59,6 +60,14 @@ class SparkSessionAdapter(SparkAdapter):
     @classmethod
     def type(cls) -> str:
         return "sparksession"
+
+    def get_columns_in_relation(self, relation: BaseRelation) -> list[Any]:
+        """dbt-spark's `describe extended`, once per dbt command and relation until a statement
+        writes the relation (column_cache.py); every time on a Thrift target."""
+        describe = super().get_columns_in_relation
+        if self.config.credentials.method != SparkConnectionMethod.SESSION:
+            return describe(relation)
+        return column_cache.columns(relation, lambda: describe(relation))
 
     def _build_spark_relation_list(
         self, row_list: Any, relation_info_func: Any

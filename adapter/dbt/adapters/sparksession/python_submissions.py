@@ -4,7 +4,12 @@ from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
 from dbt.adapters.spark import SparkCredentials
+from dbt.adapters.sparksession import column_cache
 from dbt_common.exceptions import DbtRuntimeError
+
+# The first line of the incremental materialization's Python statement that checkpoints a
+# model's new events (sparksession_checkpoint_view)
+CHECKPOINT_STATEMENT = "from dbt.adapters.sparksession.python_submissions import checkpoint_view"
 
 
 def spark_error_detail(exc: BaseException) -> str:
@@ -43,10 +48,18 @@ class SessionPythonJobHelper(PythonJobHelper):
         spark = SparkSession.builder.getOrCreate()
         name = self.parsed_model.get("unique_id", "python model")
         namespace: dict[str, Any] = {"spark": spark, "__name__": "__dbt_python_model__"}
+        # A Python model's code may write any table (the materialization's own statements
+        # name theirs); a checkpoint only makes a temporary view.
+        checkpoint = compiled_code.lstrip().startswith(CHECKPOINT_STATEMENT)
+        if not checkpoint:
+            column_cache.wrote_anything()
         try:
             exec(compile(compiled_code, name, "exec"), namespace)
         except Exception as exc:  # surface the model's own error, not a dbt internal one
             detail = spark_error_detail(exc)
             raise DbtRuntimeError(f"Python model {name} failed: {detail}") from exc
+        finally:
+            if not checkpoint:
+                column_cache.wrote_anything()
         # Rows the code knows it produced (py_write_temp_view), or None: unknown.
         return namespace.get("dbt_rows_affected")
