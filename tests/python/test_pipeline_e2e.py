@@ -451,34 +451,6 @@ def test_an_incremental_run_reads_its_new_events_once(stepwise: dict[str, Path])
         assert new_changes[1].split() == ["select", "*", "from", f"silver__{name}__cdc_new_events"]
 
 
-CHECKPOINT = "from dbt.adapters.sparksession.python_submissions import checkpoint_view"
-DESCRIBED = re.compile(r"^\s*describe extended (\w+)\.(\w+)\s*$")
-
-
-def test_a_model_describes_a_relation_again_only_after_writing_it(
-    stepwise: dict[str, Path],
-) -> None:
-    """Each model of step 2 asks for a relation's columns (`describe extended`, dbt-spark's
-    get_columns_in_relation) once, and again only after one of its statements wrote that
-    relation (the adapter's column_cache.py): silver and history models asked for their own
-    table twice with nothing written between, and bronze models for theirs before and after
-    the append."""
-    checked = 0
-    for name, statements in stepwise["step2_statements"].items():
-        described: set[str] = set()
-        for statement in statements:
-            text = re.sub(r"/\*.*?\*/", " ", statement, flags=re.S).strip().lower()
-            found = DESCRIBED.match(text)
-            if found:
-                relation = f"{found[1]}.{found[2]}"
-                assert relation not in described, (name, relation, statements)
-                described.add(relation)
-                checked += 1
-            elif not text.startswith(("select", "with", "show", "describe", CHECKPOINT)):
-                described = {r for r in described if r.split(".")[1] not in text}
-    assert checked >= len(TABLES), checked
-
-
 def test_run_audit_of_incremental_steps(stepwise: dict[str, Path]) -> None:
     step1, step2, refresh = (audit(stepwise[s]) for s in ("step1", "step2", "refresh"))
     for table in TABLES:
