@@ -45,7 +45,10 @@ def _name(relation: Any) -> str | None:
 
 def is_read(sql: str) -> bool:
     """Whether a statement only reads (its comments aside)."""
-    text = _COMMENTS.sub(" ", sql).strip().lower()
+    return _reads(_COMMENTS.sub(" ", sql).strip().lower())
+
+
+def _reads(text: str) -> bool:
     first = text.split(None, 1)[0] if text else ""
     if first in READS:
         return True
@@ -64,9 +67,9 @@ def _invalidate(matches: Callable[[str], bool]) -> None:
 
 def wrote(sql: str) -> None:
     """A statement is about to run, or has run: forget what it may have changed."""
-    if is_read(sql):
+    text = _COMMENTS.sub(" ", sql).strip().lower()
+    if _reads(text):
         return
-    text = _COMMENTS.sub(" ", sql).lower()
     _invalidate(lambda name: name.split(".", 1)[1] in text)
 
 

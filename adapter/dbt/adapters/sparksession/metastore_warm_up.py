@@ -36,6 +36,7 @@ import threading
 from typing import Any
 
 from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.sparksession.python_submissions import spark_error_detail
 
 logger = AdapterLogger("Spark")
 
@@ -66,7 +67,8 @@ def warm_up(spark: Any) -> None:
             try:
                 _first_write(spark)
             except Exception as exc:  # noqa: BLE001 - a guard: reported, the session goes on
-                cause = _cause(exc)
+                # the JVM's exception for py4j's errors (their own text only names the call)
+                cause = (spark_error_detail(exc).strip().splitlines() or [repr(exc)])[0][:500]
                 logger.warning(
                     f"The embedded metastore's first write ({VIEW}, created and dropped) "
                     "failed; models that write the metastore at the same moment may meet "
@@ -83,7 +85,7 @@ def _first_write(spark: Any) -> None:
         spark.sql(f"drop view {VIEW}")
         # Iceberg's session catalog makes it an Iceberg view, whose drop leaves its empty
         # metadata folder in the database's location: removed, not left in a user's warehouse
-        _remove_folder(spark, f"{spark.catalog.getDatabase('default').locationUri}")
+        _remove_folder(spark, spark.catalog.getDatabase("default").locationUri)
         return
     folder = tempfile.mkdtemp(prefix="cdc-metastore-warm-up-")
     try:
@@ -103,11 +105,3 @@ def _remove_folder(spark: Any, database_location: str) -> None:
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(f"{database_location.rstrip('/')}/{VIEW.split('.')[1]}")
     path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
-
-
-def _cause(exc: Exception) -> str:
-    """The first line of an error: the JVM's exception for py4j's (whose own text only names
-    the call), the class and text otherwise (pyspark's can have an empty text)."""
-    java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
-    return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
