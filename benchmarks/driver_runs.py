@@ -16,6 +16,10 @@ the 1,000 events and change rows (the run audit), or the benchmark stops.
 
 Prints one JSON line per run, then the summary: the medians of the runs' seconds by quarter
 (the first run, which starts the JVM, left out of the first), and the compactions' seconds.
+Each run has two figures: `seconds`, the whole dbt command (its data tests and the run audit
+included), and `committed_seconds`, from the same start until the last silver model of the run
+(the current-state table or the history) finished its materialization, its rows and watermark
+committed: landing -> silver + history committed, what a reader of silver waits for.
 Run it on two work folders built alike, one with compaction and one without: each run changes
 the folder for the next. `--without-data-tests` leaves the data tests out of every run (dbt's
 `--exclude-resource-type test`): what the tests cost a run, against a replay with them on a
@@ -29,7 +33,9 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,25 @@ def quarters(seconds: list[float]) -> list[float]:
     size = max(1, len(warm) // 4)
     groups = [warm[i * size : (i + 1) * size] for i in range(3)] + [warm[3 * size :]]
     return [round(statistics.median(group), 2) for group in groups if group]
+
+
+def seconds_to_commit(result: Any, started: float) -> float:
+    """Seconds from the run's start (`started`, epoch seconds, taken before the landing is
+    listed) until the last silver model of the run finished: the end of its materialization,
+    after the commit of its rows and watermark (an upper bound of the commit's moment)."""
+    ends = [
+        timing.completed_at
+        for node_result in result.result.results
+        if node_result.node.resource_type == "model" and node_result.node.schema == "silver"
+        for timing in node_result.timing
+        if timing.name == "execute" and timing.completed_at is not None
+    ]
+    if not ends:
+        raise RuntimeError("no silver model ran")
+    last = max(ends)
+    if last.tzinfo is None:  # dbt's timings are UTC
+        last = last.replace(tzinfo=UTC)
+    return round(last.timestamp() - started, 2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,12 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chooser = changed_only_chooser()
     builds: list[str] = []  # each run's dbt invocation id (a compaction after it has its own)
+    committed: list[float] = []  # each run's seconds until its silver models were committed
 
     def choose(run_command: list[str]) -> RunChoice:
+        started = time.time()
         choice = chooser(run_command)
 
         def after(result: Any) -> None:
             builds.append(get_invocation_id())
+            committed.append(seconds_to_commit(result, started))
             choice.after_run(result)
 
         return choice._replace(after_run=after)
@@ -103,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         seconds.append(report["seconds"])
         line = {"run": report["run"], "seconds": report["seconds"], "rows_changed": rows}
+        line["committed_seconds"] = committed[-1]
         line["small"] = report.get("small", False)
         if "compacted" in report:
             compactions.append({"after_run": report["run"], **report["compacted"]})
@@ -115,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compact_every": args.compact_every,
         "seconds": seconds,
         "median_by_quarter": quarters(seconds),
+        "committed_seconds": committed,
+        "committed_median_by_quarter": quarters(committed),
         "compactions": compactions,
     }
     print(json.dumps(summary), flush=True)
