@@ -222,6 +222,10 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
             "_cdc_undeclared: tier (4 events)"
         ) in result.stdout, result.stdout
         assert "tier" not in column_types(undeclared, "silver.members_nosch")
+        # The test warns with the fields' rows (it runs its query once more when the query
+        # that names them found some; the empty select when none: cdc_undeclared_fields).
+        undeclared_test = f"cdc_lakehouse_cdc_no_undeclared_fields_{bronze_model('members_nosch')}_"
+        assert f"WARN 1 {undeclared_test} " in result.stdout, result.stdout
         # A declared type the kept values do not fit stops the build, and nothing is written.
         declare(project, {**DECLARED, "level": "bigint", "tier": "int"})
         _, failed = build(project, lakehouse, landing, "phase2-mistyped", check=False)
@@ -235,6 +239,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         declare(project, {**DECLARED, "level": "bigint", "tier": "text"})
         second, result = build(project, lakehouse, landing, "phase2")
         assert "fields not declared" not in result.stdout
+        assert f"PASS {undeclared_test} " in result.stdout, result.stdout
         silver = assert_equals_postgres(second, pg, "phase 2")
 
         # Schemas on only: without the embedded schema a decimal's scale is not in the data
