@@ -104,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def after(result: Any) -> None:
             builds.append(get_invocation_id())
-            committed.append(seconds_to_commit(result, started))
             choice.after_run(result)
+            committed.append(seconds_to_commit(result, started))
 
         return choice._replace(after_run=after)
 
@@ -124,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         if not report["success"]:
             raise RuntimeError(f"run {report['run']} failed: {report}")
+        if report.get("skipped"):  # no dbt command: builds[-1] would be the run before's
+            raise RuntimeError(f"run {report['run']} found nothing landed: {report}")
         run_kind, events, rows = events_applied(builds[-1])
         if run_kind != "incremental" or events != EVENTS or not rows:
             raise RuntimeError(
