@@ -13,6 +13,7 @@ validates layouts without Spark; landing.py lists and reads the files.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -141,22 +142,34 @@ def _from_aiven(template: str) -> str:
 
 @dataclass(frozen=True)
 class _Matcher:
-    """One layout pattern compiled for one topic."""
+    """One layout pattern for one topic; its regexes are compiled when a file is first
+    classified (the folders to list need none)."""
 
     pattern: str
-    regex: re.Pattern[str]  # the relative path of one of this topic's files
-    generic: re.Pattern[str]  # the relative path of any topic's file
+    topic: str
     folder: str  # the literal folder the topic's files are under ('' for the root)
     depth: int | None  # folders below `folder` when fixed (no `**`)
     own_folder: bool  # `folder` names the topic: every file below it is this topic's
     offset_is_last: bool
 
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """The relative path of one of this topic's files."""
+        return _pattern_regex(self.pattern, self.topic)
+
+    @property
+    def generic(self) -> re.Pattern[str]:
+        """The relative path of any topic's file."""
+        return _pattern_regex(self.pattern, None)
+
 
 _TOKENS = re.compile(r"(\{topic\}|\{partition\}|\{offset\}|\{last_offset\}|\*)")
 
 
+@functools.cache
 def _pattern_regex(pattern: str, topic: str | None) -> re.Pattern[str]:
-    """The regex of a layout pattern, for one topic (or any topic when `topic` is None)."""
+    """The regex of a layout pattern, for one topic (or any topic when `topic` is None), compiled
+    once per process (a long-lived driver lists every topic at each run)."""
     out = []
     segments = pattern.split("/")
     for i, segment in enumerate(segments):
@@ -196,8 +209,7 @@ def _matchers(layout: Layout, topic: str) -> list[_Matcher]:
         matchers.append(
             _Matcher(
                 pattern=pattern,
-                regex=_pattern_regex(pattern, topic),
-                generic=_pattern_regex(pattern, None),
+                topic=topic,
                 folder="/".join(literal),
                 depth=None if "**" in rest else len(rest) - 1,
                 own_folder="{topic}" in segments[: len(literal)],

@@ -100,12 +100,17 @@ def local_root(root: str) -> Path | None:
     return None
 
 
-def list_topics(root: Path, registered: Sequence[Table]) -> Listing:
+def list_topics(root: Path, registered: Sequence[Table], known: Listing | None = None) -> Listing:
     """The files of each table's topic, in its source's layout (see layout.py): names relative
-    to the root, sizes and modification times. A topic with nothing landed lists as empty."""
+    to the root, sizes and modification times. A topic with nothing landed lists as empty.
+    `known`: a listing saved with the same project digest (so the same registry and layouts):
+    a file it names for a topic is that topic's again (whether a file is a topic's depends only
+    on its name, the layout and the topic); only the other files are classified (their
+    patterns compiled), so a run with nothing new compiles none."""
     listing: Listing = {}
     for table in registered:
         topic_files = TopicFiles(table.spec.layout, table.topic)
+        seen = {entry[0] for entry in (known or {}).get(table.topic, ())}
         files = {}
         for folder in topic_files.folders:
             top = root / folder if folder else root
@@ -115,7 +120,9 @@ def list_topics(root: Path, registered: Sequence[Table]) -> Listing:
                 for name in names:
                     path = Path(dirpath) / name
                     relative = path.relative_to(root).as_posix()
-                    if relative not in files and topic_files.classify(str(path), relative):
+                    if relative in files:
+                        continue
+                    if relative in seen or topic_files.classify(str(path), relative):
                         stat = path.stat()
                         files[relative] = [relative, stat.st_size, stat.st_mtime_ns]
         if table.spec.extracts:
@@ -176,15 +183,17 @@ def plan(
         return Plan(None, None, why, None)
     if not folder.is_absolute():
         folder = project / folder  # dbt reads a relative root from the project folder
-    current = list_topics(folder, registered)
-    saving = {"project": project_digest(project), "topics": current}
+    digest = project_digest(project)
+    if saved is None and not build_all and state.exists():
+        saved = json.loads(state.read_text())
+    same_project = not build_all and saved is not None and saved.get("project") == digest
+    current = list_topics(folder, registered, saved["topics"] if same_project else None)
+    saving = {"project": digest, "topics": current}
     if build_all:
         return Plan(None, saving, "--all: building everything", None)
-    if not state.exists():
+    if not state.exists() or saved is None:
         return Plan(None, saving, "no listing saved by an earlier run: building everything", None)
-    if saved is None:
-        saved = json.loads(state.read_text())
-    if saved.get("project") != saving["project"]:
+    if not same_project:
         why = "the project's models, macros, registry or settings changed since the last run"
         return Plan(None, saving, f"{why}: building everything", None)
     previous = saved["topics"]

@@ -23,6 +23,7 @@ yml and column docs) is generated from it by `python -m cdc_lakehouse.tables gen
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,8 +121,10 @@ class Table:
             config["columns"] = declared
         return config
 
-    @property
+    @functools.cached_property
     def spec(self) -> TableSpec:
+        """The decoder's spec of this entry, built once (an entry is frozen): a scheduled run
+        asks every table's topic and layout."""
         return TableSpec.from_config(None, self.cdc_table)
 
     @property

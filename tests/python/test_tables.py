@@ -22,7 +22,7 @@ import yaml
 from lakehouse import REPO, SAMPLE, SAMPLE_SOURCES, SAMPLE_TABLES, source_of
 
 from cdc_lakehouse.bronze.decode import connect_encoding, declared_encoding
-from cdc_lakehouse.bronze.layout import Layout
+from cdc_lakehouse.bronze.layout import Layout, TopicFiles
 from cdc_lakehouse.bronze.spec import TableSpec, spark_type
 from cdc_lakehouse.runner import changed, parsed
 from cdc_lakehouse.tables import discover, registry
@@ -601,6 +601,48 @@ def test_changed_tables_follow_the_landing_zone(tmp_path: Path) -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="--select is chosen by this tool"):
         changed.with_selection(["build", "--select", "x"], ["source:a.b+"])
+
+
+def test_a_saved_listing_spares_classifying_the_files_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the project unchanged since the saved listing, a file it names for a topic is that
+    topic's again: only the other files are classified (a run with nothing new compiles no
+    layout pattern); the listing is the one a run without the saved listing makes."""
+    project = project_with(tmp_path, SHOP + INVOICES)
+    landing = tmp_path / "landing"
+    state = tmp_path / "lakehouse" / changed.LISTING_FILE
+    accounts = landing / "topics" / "shop.public.accounts" / "partition=0"
+    accounts.mkdir(parents=True)
+    (accounts / "shop.public.accounts+0+0000000000.json").write_text("{}\n")
+    (accounts / "_in_flight.json").write_text("{}\n")  # a writer's: never listed
+    (accounts / "notes.txt").write_text("x\n")  # not the layout's: listed with its problem
+    first = changed.plan(project, str(landing), state)
+    changed.save(state, first.saving)
+
+    classified: list[str] = []
+    classify = TopicFiles.classify
+
+    def counting(self: TopicFiles, path: str, relative: str) -> object:
+        classified.append(relative)
+        return classify(self, path, relative)
+
+    monkeypatch.setattr(TopicFiles, "classify", counting)
+    again = changed.plan(project, str(landing), state)
+    assert again.saving == first.saving and again.selection == []
+    assert classified == ["topics/shop.public.accounts/partition=0/_in_flight.json"]
+
+    classified.clear()
+    (accounts / "shop.public.accounts+0+0000000001.json").write_text("{}\n")
+    landed = changed.plan(project, str(landing), state)
+    assert landed.selection == ["source:landing_shop.accounts+"]
+    assert sorted(classified) == [
+        "topics/shop.public.accounts/partition=0/_in_flight.json",
+        "topics/shop.public.accounts/partition=0/shop.public.accounts+0+0000000001.json",
+    ]
+    classified.clear()
+    assert changed.plan(project, str(landing), state, build_all=True).saving == landed.saving
+    assert len(classified) == 4  # --all trusts no saved listing: every file classified
 
 
 def test_the_changed_tables_command_is_one_dbt_accepts_for_every_dbt_command() -> None:
