@@ -30,6 +30,14 @@ MARKER_SCHEMA = "public"
 MARKER_TABLE = "cdc_capture_marker"
 
 
+def kafka_topic(name: str) -> str:
+    """The topic Debezium names `name` (`<prefix>.<schema>.<table>`): each character Kafka does
+    not allow in a topic name (outside `[a-zA-Z0-9._-]`) replaced with `_`, at most 249
+    characters (Debezium's `AbstractTopicNamingStrategy.sanitizedTopicName`, which logs a
+    warning and goes on). The table `line$item` so lands as `<prefix>.public.line_item`."""
+    return re.sub(r"[^a-zA-Z0-9._-]", "_", name)[:249]
+
+
 class ConfigError(ValueError):
     """The capture settings are missing something or contradict themselves."""
 
@@ -86,8 +94,9 @@ class CaptureConfig:
         return f"{self.topic_prefix}.{MARKER_SCHEMA}.{MARKER_TABLE}"
 
     def topic(self, table: str) -> str:
-        """Debezium's topic for a schema-qualified table: `<topic_prefix>.<schema>.<table>`."""
-        return f"{self.topic_prefix}.{table}"
+        """Debezium's topic for a schema-qualified table: `<topic_prefix>.<schema>.<table>`
+        (kafka_topic: `line$item` lands as `line_item`)."""
+        return kafka_topic(f"{self.topic_prefix}.{table}")
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -180,7 +189,11 @@ def normalize_tables(tables: str | list[str] | tuple[str, ...]) -> tuple[str, ..
         if len(parts) == 1:
             parts = ["public", *parts]
         if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", p) for p in parts):
-            raise ConfigError(f"table {name!r} is not a plain `schema.table` name")
+            raise ConfigError(
+                f"table {name!r} is not a plain `schema.table` name: the capture takes names of "
+                "letters, digits, `_` and `$` (of any case); rename such a table at the source "
+                "to capture it"
+            )
         if ".".join(parts) not in result:
             result.append(".".join(parts))
     if not result:

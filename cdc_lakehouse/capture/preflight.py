@@ -91,6 +91,7 @@ def _check_source(
     _check_logged(conn, kinds)
     partitioned = _check_partitions(conn, config, kinds)
     _check_replica_identity(kinds)
+    _check_names(conn, config)
     if marker:
         ensure_marker_table(conn)
     return Source(_check_slot(conn, config, slot_wait), partitioned)
@@ -219,6 +220,40 @@ def _check_replica_identity(kinds: dict[str, Kind | None]) -> None:
                 f"{qualified} REPLICA IDENTITY FULL` and register its key columns (`key:` in "
                 "tables/<source>.yml)"
             )
+
+
+def _check_names(conn: psycopg.Connection[Any], config: CaptureConfig) -> None:
+    """Names Debezium cannot keep apart are refused before it starts: two tables whose topics
+    are one once Debezium has replaced the characters Kafka does not allow (`line$item` and
+    `line_item` both land as `line_item`: their events would mix in one table), and columns
+    of one table that differ only by case (`name` and `Name`: Debezium stops at its snapshot,
+    "columns that differ only by case"; Spark's columns are not case-sensitive either)."""
+    by_topic: dict[str, list[str]] = {}
+    for qualified in config.tables:
+        by_topic.setdefault(config.topic(qualified), []).append(qualified)
+    for topic, tables in by_topic.items():
+        if len(tables) > 1:
+            raise PreflightError(
+                f"tables {' and '.join(tables)} would land in one topic, {topic} (Debezium "
+                "replaces the characters Kafka does not allow in a topic name with `_`): "
+                "capture them in two captures with different topic_prefix values"
+            )
+    twins = conn.execute(
+        """
+        select n.nspname || '.' || c.relname, string_agg(a.attname, ', ' order by a.attnum)
+        from pg_attribute a
+        join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname || '.' || c.relname = any(%s) and a.attnum > 0 and not a.attisdropped
+        group by 1, lower(a.attname) having count(*) > 1
+        """,
+        (list(config.tables),),
+    ).fetchone()
+    if twins is not None:
+        raise PreflightError(
+            f"{twins[0]} has columns that differ only by case ({twins[1]}): Debezium refuses "
+            "such a table (its columns are matched without case), and so would Spark; rename "
+            "one of them, or leave the table out of tables"
+        )
 
 
 def _partition_root(conn: psycopg.Connection[Any], qualified: str) -> str:

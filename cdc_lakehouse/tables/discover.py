@@ -27,6 +27,7 @@ import yaml
 
 from cdc_lakehouse.bronze.decode import _row_fields, connect_encoding
 from cdc_lakehouse.bronze.spec import CONNECTOR_MODES, declared_type, spark_type, wide_decimal_scale
+from cdc_lakehouse.capture.config import kafka_topic
 from cdc_lakehouse.tables.registry import (
     NAME,
     REGISTRY_DIR,
@@ -379,7 +380,7 @@ def landing_tables(root: Path, limit: int = 200) -> dict[str, Found]:
 
 def _scalar(value: str) -> str:
     """A YAML scalar, quoted only when it must be."""
-    dumped = yaml.safe_dump(value, default_style=None, width=10_000).strip()
+    dumped = yaml.safe_dump(value, default_style=None, width=10_000, allow_unicode=True).strip()
     dumped = dumped.removesuffix("...").strip()
     if any(c in dumped for c in ",{}[]") and not dumped.startswith(("'", '"')):
         return json.dumps(value)  # flow-safe
@@ -394,14 +395,15 @@ def entry_text(
     model: str | None = None,
     taken_by: str | None = None,
 ) -> str:
-    lines = [f"  {found.name}:"]
+    # names as YAML keys and items: `true`, `null`, `1label` or `unit price` stay strings
+    lines = [f"  {_scalar(found.name)}:"]
     if model:
         lines.append(f"    model: {model}  # {taken_by}")
     if topic:
         lines.append(f"    topic: {_scalar(topic)}")
     if found.shape and topic:
         lines.append(f"    shape: {found.shape}")
-    lines.append(f"    key: [{', '.join(found.key)}]")
+    lines.append(f"    key: [{', '.join(_scalar(k) for k in found.key)}]")
     if delete_mode and delete_mode != "hard":
         lines.append(f"    delete_mode: {delete_mode}")
     if found.description:
@@ -411,9 +413,9 @@ def entry_text(
         if description:
             text = _scalar(" ".join(description.split()))
             kind = json.dumps(declared) if "," in declared else _scalar(declared)
-            lines.append(f"      {name}: {{type: {kind}, description: {text}}}")
+            lines.append(f"      {_scalar(name)}: {{type: {kind}, description: {text}}}")
         else:
-            lines.append(f"      {name}: {_scalar(declared)}")
+            lines.append(f"      {_scalar(name)}: {_scalar(declared)}")
     return "\n".join(lines) + "\n"
 
 
@@ -460,6 +462,14 @@ def project_models(project: Path) -> dict[str, str]:
             if path.suffix in (".sql", ".py") and path.is_file():
                 taken.setdefault(path.stem, path.relative_to(project).as_posix())
     return taken
+
+
+def registry_name(name: str) -> str:
+    """A registry (and model) name for a table whose own name is not one: lower-case words
+    joined by `_` (`OrderLine`, `order line` -> `order_line`; `HTTPLog` -> `http_log`)."""
+    words = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3_\2\4", name)
+    snake = re.sub(r"[^a-z0-9]+", "_", words.lower()).strip("_")
+    return snake if re.match(r"[a-z]", snake) else f"t_{snake}".rstrip("_")
 
 
 def add_to_registry(
@@ -510,9 +520,32 @@ def add_to_registry(
                     f"{new or '-'}, registered but not found: {gone or '-'} (edit its entry)"
                 )
             continue
-        if not NAME.match(table.name):
-            report.skipped.append(f"{table.name}: not a lower-case identifier (rename in a view)")
+        folded = [name.lower() for name, _, _ in table.columns]
+        twins = [name for name, _, _ in table.columns if folded.count(name.lower()) > 1]
+        if twins:
+            report.skipped.append(
+                f"{table.name}: columns that differ only by case ({', '.join(twins)}): "
+                "Debezium refuses such a table and Spark's columns are not case-sensitive; "
+                "rename one of them"
+            )
             continue
+        if not NAME.match(table.name):
+            # A name PostgreSQL keeps quoted ("Album", "OrderLine": ORMs such as Prisma and
+            # Entity Framework create them): registered under a model-safe name, its topic the
+            # one the capture writes (Debezium keeps the table's own name in it).
+            registered = registry_name(table.name)
+            if topic is None and "topic_prefix" not in landing:
+                report.skipped.append(
+                    f"{table.name}: not a lower-case identifier and no topic known for it: add "
+                    f"its entry by hand as `{registered}` with `topic:`"
+                )
+                continue
+            topic = topic or kafka_topic(f"{landing['topic_prefix']}.{table.name}")
+            report.notes.append(
+                f"{registered}: the table {table.name!r}, whose name is not a model's, "
+                f"registered as `{registered}` (its topic {topic})"
+            )
+            table.name = registered
         if not table.key:
             report.skipped.append(
                 f"{table.name}: no primary key; give one with --key {table.name}=col1,col2"
@@ -581,13 +614,16 @@ def run(args: argparse.Namespace, project: Path) -> int:
                 landing[mode] = getattr(args, mode)
         one_schema = len({n.split(".")[0] for n in chosen}) <= 1
         if one_schema and chosen:
-            landing = {"topic_prefix": f"{prefix}.{chosen[0].split('.')[0]}", **landing}
+            landing = {
+                "topic_prefix": kafka_topic(f"{prefix}.{chosen[0].split('.')[0]}"),
+                **landing,
+            }
         for qualified in chosen:
             schema, name = qualified.split(".", 1)
             table = tables[(schema, name)]
             table.key = keys.get(name, table.key)
             table.notes += toast_losses(table, args.binary_handling_mode or "bytes")
-            topic = None if one_schema else f"{prefix}.{schema}.{name}"
+            topic = None if one_schema else kafka_topic(f"{prefix}.{schema}.{name}")
             found.append((table, topic))
     else:
         discovered = landing_tables(Path(args.root))

@@ -192,6 +192,9 @@ def _source_columns(table: Table, key_tests: list[Any] | None) -> list[dict[str,
         entry: dict[str, Any] = {"name": name, "description": _doc(table.doc_name(name))}
         if name in table.key and key_tests:
             entry["data_tests"] = key_tests
+            # dbt's tests name the column as written unless told to quote it: a key column
+            # called `order`, `null` or `unit price` (PostgreSQL allows them quoted)
+            entry["quote"] = True
         columns.append(entry)
     return columns
 

@@ -24,6 +24,7 @@ yml and column docs) is generated from it by `python -m cdc_lakehouse.tables gen
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from cdc_lakehouse.bronze.spec import CONNECTOR_MODES, SHAPES, TableSpec
 REGISTRY_DIR = "tables"
 DELETE_MODES = ("hard", "soft")
 NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+# What dbt (Jinja) takes as a doc block's name.
+DOC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Settings a table may carry beside its own (they go to the bronze model's `cdc_table`).
 LANDING_KEYS = (
@@ -136,7 +139,13 @@ class Table:
         return self.spec.shape
 
     def doc_name(self, column: str) -> str:
-        """Name of the doc block describing a source column (generated column docs)."""
+        """Name of the doc block describing a source column (generated column docs). A doc
+        block's name is a Jinja identifier: a column named otherwise (`unit price`, `größe`,
+        which PostgreSQL allows quoted) gets its characters outside `[A-Za-z0-9_]` replaced
+        and a digest of its name (`unit_price_1f0c…`), so two such names stay two blocks."""
+        if not DOC_NAME.match(column):
+            digest = hashlib.sha1(column.encode()).hexdigest()[:8]
+            column = f"{re.sub(r'[^A-Za-z0-9_]', '_', column)}_{digest}"
         return f"{self.source}_{self.name}__{column}"
 
 

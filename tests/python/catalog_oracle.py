@@ -46,6 +46,7 @@ from lakehouse import REPO, read_export, run_dbt
 from oracle import REPORT
 
 from cdc_lakehouse.bronze.spec import DECIMAL_MODES, HSTORE_MODES, INTERVAL_MODES, TIME_MODES
+from cdc_lakehouse.capture.config import kafka_topic
 from cdc_lakehouse.tables.generate import write
 from cdc_lakehouse.tables.registry import REGISTRY_DIR, load_source
 from devstack.pg import TemporaryPostgres
@@ -840,7 +841,12 @@ class CatalogOracle:
         self.project = root / "project"
         with self.connect() as conn:
             self.tables = read_catalog(conn, schema)
-        self.captured = {name: t for name, t in self.tables.items() if t.key}
+        # Debezium refuses a table whose columns differ only by case (and so does the capture)
+        self.captured = {
+            name: t
+            for name, t in self.tables.items()
+            if t.key and len({c.name.lower() for c in t.columns}) == len(t.columns)
+        }
         self.workload = Workload(self.captured, seed, ddl=ddl)
         self.modes = connector_modes(seed, sources)
         self.builds = 0
@@ -934,11 +940,13 @@ class CatalogOracle:
         return export_dir
 
     def silver_models(self) -> dict[tuple[str, str], str]:
-        """(source, table) -> the silver model the generator named."""
+        """(source, PostgreSQL table) -> the silver model the generator named (the table is
+        the last part of its entry's topic: an entry's own name may differ, `Album` -> `album`)."""
+        landed = {kafka_topic(name): name for name in self.tables}  # `line$item` -> line_item
         models = {}
         for source in self.sources:
             for table in load_source(self.project / REGISTRY_DIR / f"{source}.yml").tables:
-                models[(source, table.name)] = table.silver_model
+                models[(source, landed[table.spec.topic.rsplit(".", 1)[-1]])] = table.silver_model
         return models
 
     def expected(self, table: TableInfo) -> dict[tuple, dict[str, str | None]]:

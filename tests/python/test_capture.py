@@ -586,6 +586,16 @@ def test_config_file_flags_and_names(tmp_path: Path) -> None:
         CaptureConfig.from_mapping({**load_config_file(path), "passwrd": "x"})
 
 
+def test_topics_are_named_as_debezium_names_them() -> None:
+    """Debezium keeps a table's case in its topic and replaces each character Kafka does not
+    allow in a topic name (`$`) with `_`; the capture takes no table name it could not list."""
+    settings = {"database": "db", "out": "o", "state_dir": "s"}
+    config = CaptureConfig.from_mapping({**settings, "tables": ["OrderLine", "line$item"]})
+    assert config.topics == ("northwind.public.OrderLine", "northwind.public.line_item")
+    with pytest.raises(ConfigError, match="is not a plain `schema.table` name"):
+        CaptureConfig.from_mapping({**settings, "tables": ["Order Details"]})
+
+
 def test_engine_properties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_PG_PW", "s3cret")
     config = CaptureConfig.from_mapping(

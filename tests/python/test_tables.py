@@ -519,6 +519,26 @@ def test_from_landing_reads_the_embedded_schemas(
     assert (project / "models/silver/customers.sql").exists()
 
 
+def test_names_postgresql_allows_quoted_are_registered_as_written(tmp_path: Path) -> None:
+    """A table name that is not a model's gets one (its topic keeps the table's own name, see
+    the type-map oracle); columns keep their names, written so YAML reads them back as text
+    (`true`, `null`, `1label`), each with a doc block dbt takes."""
+    names = ("OrderLine", "HTTPLog", "line$item", "Order Details", "2fa", "true")
+    assert [discover.registry_name(n) for n in names] == [
+        "order_line", "http_log", "line_item", "order_details", "t_2fa", "true",
+    ]  # fmt: skip
+    columns = ("order", "unit price", "größe", "null", "1label", "a,b")
+    found = discover.Found("true", ["order", "unit price"], [(c, "text", None) for c in columns])
+    text = "source: app\nlanding: {topic_prefix: app.public}\ntables:\n"
+    text += discover.entry_text(found, delete_mode=None, topic=None)
+    entry = yaml.safe_load(text)["tables"]["true"]
+    assert entry["key"] == ["order", "unit price"] and list(entry["columns"]) == list(columns)
+    (tmp_path / "app.yml").write_text(text)
+    [table] = registry.load_source(tmp_path / "app.yml").tables
+    docs = [table.doc_name(c) for c in columns]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", d) for d in docs) and len(set(docs)) == 6
+
+
 def test_every_generated_file_names_its_registry_file() -> None:
     for output in outputs(REPO):
         head = output.text[:400]

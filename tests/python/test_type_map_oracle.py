@@ -12,6 +12,7 @@ primary key is refused by the generator and by the capture's pre-check, each wit
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -37,16 +38,23 @@ def test_every_type_comes_out_of_the_lake_as_postgresql_has_it(
 ) -> None:
     with TemporaryPostgres() as pg:
         with pg.connect() as conn:
-            conn.execute(type_map.DDL)
+            conn.execute(type_map.DDL + type_map.named_ddl(type_map_seed))
             conn.commit()
         oracle = CatalogOracle(pg, tmp_path, type_map_seed)
-        assert set(oracle.tables) - set(oracle.captured) == {"keyless"}
+        assert set(oracle.tables) - set(oracle.captured) == {"keyless", "twins"}
         _assert_refused_by_capture(pg, tmp_path, "public.keyless")
+        twins = refused_by_capture(pg, tmp_path, ["public.twins"])
+        assert "public.twins has columns that differ only by case (Note, note)" in twins, twins
         oracle.load(rows=15)
         oracle.capture()
         oracle.onboard()
+        renamed = [n for n in oracle.captured if not re.fullmatch(r"[a-z_][a-z0-9_]*", n)]
+        assert len(renamed) >= 1, oracle.captured  # a table of every shape but `key word`
+        for name in renamed:
+            assert f"the table {name!r}, whose name is not a model's" in oracle.onboarding
         for reported in (
             "skipped keyless: no primary key; give one with --key keyless=col1,col2",
+            "skipped twins: columns that differ only by case (Note, note)",
             "note    computed.total: a stored generated column, which PostgreSQL before 18",
             "note    scalars.c_line: type line is not in Debezium's type map",
             "note    scalars.c_numeric_wide: type numeric(78,0) has more digits than Spark's",

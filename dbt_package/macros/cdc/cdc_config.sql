@@ -107,7 +107,7 @@
     {%- set source_columns = cdc_lakehouse.cdc_source_column_names(relation, key_columns) -%}
     {%- set ordered = key_columns + (source_columns | reject('in', key_columns) | list) -%}
     {%- for column in ordered + cdc_lakehouse.cdc_change_log_columns() %}
-        {{ column }}{{ "," if not loop.last }}
+        {{ adapter.quote(column) }}{{ "," if not loop.last }}
     {%- endfor %}
 {% endmacro %}
 

@@ -18,7 +18,7 @@ checked as (
             when _cdc_seq is null then '_cdc_seq is null'
             when _cdc_op not in ('r', 'c', 'u', 'd', 't') then 'unknown _cdc_op'
             {% for column in keys -%}
-            when _cdc_op != 't' and {{ column }} is null then '{{ column }} is null'
+            when _cdc_op != 't' and {{ adapter.quote(column) }} is null then '{{ column }} is null'
             {%- endfor %}
         end as _cdc_failure
     from {{ model }}

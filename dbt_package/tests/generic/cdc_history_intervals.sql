@@ -20,10 +20,10 @@ versions as (
     select
         *,
         lead(_cdc_valid_from_seq) over (
-            partition by {{ keys | join(', ') }} order by _cdc_valid_from_seq
+            partition by {{ cdc_lakehouse.cdc_column_list(keys) }} order by _cdc_valid_from_seq
         ) as _cdc_next_from_seq,
         lead(valid_from) over (
-            partition by {{ keys | join(', ') }} order by _cdc_valid_from_seq
+            partition by {{ cdc_lakehouse.cdc_column_list(keys) }} order by _cdc_valid_from_seq
         ) as _cdc_next_from
     from {{ cdc_lakehouse.cdc_tested_rows(model) }}
 ),
@@ -33,7 +33,7 @@ checked as (
         *,
         case
             {% for column in keys + ['valid_from', 'is_current', '_cdc_is_deleted', '_cdc_valid_from_seq'] -%}
-            when {{ column }} is null then '{{ column }} is null'
+            when {{ adapter.quote(column) }} is null then '{{ column }} is null'
             {%- endfor %}
             when
                 is_current != (_cdc_valid_to_seq is null)
