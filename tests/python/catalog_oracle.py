@@ -33,7 +33,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
@@ -201,6 +201,65 @@ def load_database(pg: TemporaryPostgres, folder: Path) -> str:
         conn.commit()
     assert len(schemas) == 1, f"{folder.name}: tables in more than one schema: {schemas}"
     return schemas[0]
+
+
+# -- names ---------------------------------------------------------------------------------------
+# PostgreSQL's identifiers ("Identifiers and Key Words" in its SQL syntax chapter): an unquoted
+# name is folded to lower case, a quoted one keeps its case and may hold any character but NUL,
+# key words among them, up to 63 bytes (NAMEDATALEN - 1). Applications create such names (an
+# ORM's `"OrderLine"` and `"createdAt"`, a column called `"order"` or `"unit price"`), so names
+# are drawn from every shape below, seeded: the tables of type_map.named_ddl, and the column a
+# schema change adds (Workload).
+# The capture takes table names of letters, digits, `_` and `$` (capture/config.py refuses the
+# others with its reason); Debezium names each topic after its table, a `$` replaced with `_`.
+WORDS = ("line", "item", "unit", "price", "owner", "status", "total", "note", "shipped", "label")
+# Reserved key words of PostgreSQL (its key-word appendix), several also of Spark SQL.
+KEY_WORDS = ("order", "user", "group", "select", "from", "table", "end", "default", "check",
+             "limit", "null", "true", "current_date", "desc", "union")  # fmt: skip
+TABLE_SHAPES = ("pascal", "camel", "upper", "key word", "dollar", "longest")
+COLUMN_SHAPES = (*TABLE_SHAPES, "space", "non-ascii", "punctuation", "digit first")
+
+
+def identifier(rng: random.Random, shape: str) -> str:
+    """A name of `shape`, PostgreSQL's text of it (to be double-quoted in DDL)."""
+    words = rng.sample(WORDS, 2)
+    if shape == "pascal":
+        return "".join(w.capitalize() for w in words)
+    if shape == "camel":
+        return words[0] + words[1].capitalize()
+    if shape == "upper":
+        return "_".join(words).upper()
+    if shape == "key word":
+        return rng.choice(KEY_WORDS)
+    if shape == "dollar":
+        return f"{words[0]}${words[1]}"
+    if shape == "longest":
+        text = "".join(w.capitalize() for w in rng.sample(WORDS, len(WORDS)))
+        return (text * 2)[:63]
+    if shape == "space":
+        return f"{words[0]} {words[1]}"
+    if shape == "non-ascii":
+        return rng.choice(("größe", "prix unité", "Ñandú", "数量", "café_au_lait"))
+    if shape == "punctuation":
+        return f"{words[0]}{rng.choice('-.#/')}{words[1]}"
+    if shape == "digit first":
+        return f"{rng.randint(1, 9)}{words[0]}"
+    raise ValueError(shape)
+
+
+def unique_names(rng: random.Random, shapes: Sequence[str], taken: set[str]) -> list[str]:
+    """One name per shape, none equal to another (or a taken one) once folded to lower case
+    and with Debezium's replacement of the characters a topic may not hold."""
+    names = []
+    for shape in shapes:
+        for _ in range(50):
+            name = identifier(rng, shape)
+            folded = re.sub(r"[^a-z0-9._-]", "_", name.lower())
+            if folded not in taken:
+                break
+        taken.add(folded)
+        names.append(name)
+    return names
 
 
 # -- random values, from a column's type alone -----------------------------------------------------
@@ -594,7 +653,10 @@ class Workload:
                 {c.pg_type for t in self.tables.values() for c in t.columns if c.written}
             )
             self.added += 1
-            added = f'"added_{self.added}" {self.rng.choice(types)}'
+            # a name of any shape a column may have (`createdAt`, `unit price`, `null`...)
+            taken = {re.sub(r"[^a-z0-9._-]", "_", c.name.lower()) for c in table.columns}
+            [name] = unique_names(self.rng, [self.rng.choice(COLUMN_SHAPES)], taken)
+            added = f'"{name}" {self.rng.choice(types)}'
             sql = f'alter table "{table.name}" add column {added}'
         elif kind == "widen":
             column, wider = self.rng.choice(widened)

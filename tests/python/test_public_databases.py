@@ -6,9 +6,10 @@ engine added with packages.yml and `dbt deps`), tables the sample does not have.
 Each database is loaded as its authors published it. Whatever the capture refuses in it is
 asserted refused with its way out, then taken (pgexercises' tables are UNLOGGED: no WAL, no
 change could ever be captured). Then the oracle runs from the catalog alone: a snapshot, and
-phases of seeded random transactions with one schema change each (a column added, widened or
-dropped, amid the phase's transactions), each phase built incrementally and every silver table
-compared with PostgreSQL cell by cell. One source, schemas on: what `from-postgres` onboards.
+phases of seeded random transactions with one schema change each (a column added, named in
+any shape PostgreSQL allows, widened or dropped, amid the phase's transactions), each phase
+built incrementally and every silver table compared with PostgreSQL cell by cell. One source,
+schemas on: what `from-postgres` onboards.
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ insert into members (id, name, joined, points, visits, level, tier)
     values (5, 'eve', '2024-03-01 08:30:00', 5.50, 2, 3, 'silver');
 alter table members alter column level type bigint;
 update members set level = 5000000000 where id = 5;
+alter table members alter column id type bigint;
+insert into members (id, name, level) values (5000000001, 'gus', 1);
+delete from members where id = 5000000001;
 delete from members where id = 3;
 alter table members drop column visits;
 update members set name = 'ann2', tier = 'bronze' where id = 1;
@@ -212,9 +215,11 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
 
         run_sql(pg, PHASE_2)
         capture(pg, tmp_path, landing)
-        # Schemas off: the user widens `level` (a bigint value would be rejected as an int) but
-        # has not seen `tier` yet. Its values are kept in bronze; a warning names it.
-        declare(project, {**DECLARED, "level": "bigint"})
+        # Schemas off: the user widens `level` and the key `id` (a bigint value would be
+        # rejected as an int; a key deleted beyond the old type's range must reach the table of
+        # deleted keys, which follows the key's type) but has not seen `tier` yet. Its values
+        # are kept in bronze; a warning names it.
+        declare(project, {**DECLARED, "id": "bigint", "level": "bigint"})
         undeclared, result = build(project, lakehouse, landing, "phase2-undeclared")
         assert_equals_postgres(undeclared, pg, "phase 2", ("members_env", "members_flat"))
         assert (
@@ -227,7 +232,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         undeclared_test = f"cdc_lakehouse_cdc_no_undeclared_fields_{bronze_model('members_nosch')}_"
         assert f"WARN 1 {undeclared_test} " in result.stdout, result.stdout
         # A declared type the kept values do not fit stops the build, and nothing is written.
-        declare(project, {**DECLARED, "level": "bigint", "tier": "int"})
+        declare(project, {**DECLARED, "id": "bigint", "level": "bigint", "tier": "int"})
         _, failed = build(project, lakehouse, landing, "phase2-mistyped", check=False)
         assert failed.returncode == 1
         assert (
@@ -236,7 +241,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
         ) in failed.stdout, failed.stdout
         # Declared now (docs/concepts.md, "Schema changes at the source"); nothing new landed: the
         # next build fills the column for the events already loaded, and silver and history follow.
-        declare(project, {**DECLARED, "level": "bigint", "tier": "text"})
+        declare(project, {**DECLARED, "id": "bigint", "level": "bigint", "tier": "text"})
         second, result = build(project, lakehouse, landing, "phase2")
         assert "fields not declared" not in result.stdout
         assert f"PASS {undeclared_test} " in result.stdout, result.stdout
@@ -277,6 +282,7 @@ def test_undeclared_source_ddl_flows_through_every_layer(tmp_path: Path) -> None
             assert types.get("joined") == "timestamp_ntz", (relation, types)
             assert types.get("seen_at") == "timestamp", (relation, types)
             assert types.get("level") == "bigint", (relation, types)
+            assert types.get("id") == "bigint", (relation, types)
         # A dropped column stays in the lake; the rows changed after the drop read null there,
         # the others keep their last value (the DDL table of docs/concepts.md).
         assert silver[name][1]["visits"] is None and silver[name][2]["visits"] == 2

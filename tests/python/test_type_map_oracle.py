@@ -1,6 +1,6 @@
 """Every type of Debezium's PostgreSQL type map, in the table shapes users have, through the
 pipeline and back to PostgreSQL (issue 37): the catalog-driven oracle (catalog_oracle.py) over
-the database of type_map.py.
+the database of type_map.py, its tables and columns named in every shape PostgreSQL allows.
 
 The database's catalog alone drives the workload (seeded: inserts, updates of random columns,
 primary-key updates that move rows between partitions, deletes, rows touched several times in

@@ -14,8 +14,8 @@ Left out: a domain over an enum, which Debezium 3.6 fails to stream.
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Sequence
+
+from catalog_oracle import COLUMN_SHAPES, TABLE_SHAPES, unique_names
 
 # Scalar types, one column each (`c_<name>`): the PostgreSQL type as written in DDL.
 SCALARS = {
@@ -166,64 +166,6 @@ CREATE TABLE keyless (
 """
 
 
-# -- names ---------------------------------------------------------------------------------------
-# PostgreSQL's identifiers ("Identifiers and Key Words" in its SQL syntax chapter): an unquoted
-# name is folded to lower case, a quoted one keeps its case and may hold any character but NUL,
-# key words among them, up to 63 bytes (NAMEDATALEN - 1). Applications create such names (an
-# ORM's `"OrderLine"` and `"createdAt"`, a column called `"order"` or `"unit price"`), so the
-# oracle's tables get names drawn from every shape below, seeded, on top of the types above.
-# The capture takes table names of letters, digits, `_` and `$` (capture/config.py refuses the
-# others with its reason); Debezium names each topic after its table, a `$` replaced with `_`.
-WORDS = ("line", "item", "unit", "price", "owner", "status", "total", "note", "shipped", "label")
-# Reserved key words of PostgreSQL (its key-word appendix), several also of Spark SQL.
-KEY_WORDS = ("order", "user", "group", "select", "from", "table", "end", "default", "check",
-             "limit", "null", "true", "current_date", "desc", "union")  # fmt: skip
-TABLE_SHAPES = ("pascal", "camel", "upper", "key word", "dollar", "longest")
-COLUMN_SHAPES = (*TABLE_SHAPES, "space", "non-ascii", "punctuation", "digit first")
-
-
-def identifier(rng: random.Random, shape: str) -> str:
-    """A name of `shape`, PostgreSQL's text of it (to be double-quoted in DDL)."""
-    words = rng.sample(WORDS, 2)
-    if shape == "pascal":
-        return "".join(w.capitalize() for w in words)
-    if shape == "camel":
-        return words[0] + words[1].capitalize()
-    if shape == "upper":
-        return "_".join(words).upper()
-    if shape == "key word":
-        return rng.choice(KEY_WORDS)
-    if shape == "dollar":
-        return f"{words[0]}${words[1]}"
-    if shape == "longest":
-        text = "".join(w.capitalize() for w in rng.sample(WORDS, len(WORDS)))
-        return (text * 2)[:63]
-    if shape == "space":
-        return f"{words[0]} {words[1]}"
-    if shape == "non-ascii":
-        return rng.choice(("größe", "prix unité", "Ñandú", "数量", "café_au_lait"))
-    if shape == "punctuation":
-        return f"{words[0]}{rng.choice('-.#/')}{words[1]}"
-    if shape == "digit first":
-        return f"{rng.randint(1, 9)}{words[0]}"
-    raise ValueError(shape)
-
-
-def _unique(rng: random.Random, shapes: Sequence[str], taken: set[str]) -> list[str]:
-    """One name per shape, none equal to another (or a taken one) once folded to lower case
-    and with Debezium's replacement of the characters a topic may not hold."""
-    names = []
-    for shape in shapes:
-        for _ in range(50):
-            name = identifier(rng, shape)
-            folded = re.sub(r"[^a-z0-9._-]", "_", name.lower())
-            if folded not in taken:
-                break
-        taken.add(folded)
-        names.append(name)
-    return names
-
-
 def named_ddl(seed: int) -> str:
     """Two tables named and columned from every shape (seeded), and one whose columns differ
     only by case, which Debezium refuses ("columns that differ only by case")."""
@@ -232,8 +174,8 @@ def named_ddl(seed: int) -> str:
     taken |= {"keyless", "cdc_capture_marker", "twins"}
     types = ("integer", "text", "numeric(10,2)", "timestamp with time zone", "boolean", "jsonb")
     statements = []
-    for table in _unique(rng, rng.sample(TABLE_SHAPES, 2), taken):
-        columns = _unique(rng, rng.sample(COLUMN_SHAPES, len(COLUMN_SHAPES)), set())
+    for table in unique_names(rng, rng.sample(TABLE_SHAPES, 2), taken):
+        columns = unique_names(rng, rng.sample(COLUMN_SHAPES, len(COLUMN_SHAPES)), set())
         key = columns[:2]  # a key of two, each of any shape
         kinds = {key[0]: "integer", key[1]: "text"}
         typed = [f'"{c}" {kinds.get(c) or rng.choice(types)}' for c in columns]

@@ -192,6 +192,10 @@
         from {{ relation }}
         where false
     {% endcall %}
+    {#- Its key columns follow the table's when a key's type is widened at the source (the
+        strategy has widened the table's already, cdc_evolve_columns): else the first delete
+        of a key beyond the old type fails the run (an int key widened to bigint). -#}
+    {%- do widen_column_types(relation, tombstones) -%}
     {{ return(tombstones) }}
 {% endmacro %}
 
