@@ -176,6 +176,15 @@
 
 {% macro cdc_create_tombstones(relation, key_columns) %}
     {%- set tombstones = cdc_lakehouse.cdc_tombstones_relation(relation) -%}
+    {%- if adapter.get_relation(tombstones.database, tombstones.schema, tombstones.identifier) is not none -%}
+        {#- Its key columns follow the table's when a key's type is widened at the source (the
+            strategy has widened the table's already, cdc_evolve_columns; the table's columns
+            come from the description it made, unless it altered the table): else the first
+            delete of a key beyond the old type fails the run (an int key widened to bigint).
+            A table from before this check gets its key widened on its next delete. -#}
+        {%- do widen_column_types(relation, tombstones) -%}
+        {{ return(tombstones) }}
+    {%- endif -%}
     {%- if cdc_lakehouse.cdc_table_format() == 'hudi' -%}
         {#- Hudi refuses to create a table where a killed create left files (see
             cdc_create_or_replace_table). -#}
@@ -192,10 +201,6 @@
         from {{ relation }}
         where false
     {% endcall %}
-    {#- Its key columns follow the table's when a key's type is widened at the source (the
-        strategy has widened the table's already, cdc_evolve_columns): else the first delete
-        of a key beyond the old type fails the run (an int key widened to bigint). -#}
-    {%- do widen_column_types(relation, tombstones) -%}
     {{ return(tombstones) }}
 {% endmacro %}
 
