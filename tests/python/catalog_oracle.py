@@ -257,6 +257,8 @@ def unique_names(rng: random.Random, shapes: Sequence[str], taken: set[str]) -> 
             folded = re.sub(r"[^a-z0-9._-]", "_", name.lower())
             if folded not in taken:
                 break
+        else:  # two names one after folding would be columns Debezium refuses
+            raise ValueError(f"no {shape} name left beside {sorted(taken)}")
         taken.add(folded)
         names.append(name)
     return names
@@ -594,7 +596,6 @@ class Workload:
         self.rng = random.Random(seed)
         self.values = Values(self.rng)
         self.counts: Counter[str] = Counter()
-        self.added = 0  # columns added by schema changes
         self.schema_changes: list[str] = []
         referenced = {ref for t in tables.values() for _, ref, _ in t.references}
         self.truncatable = sorted(t for t in tables if t not in referenced)
@@ -652,7 +653,6 @@ class Workload:
             types = sorted(
                 {c.pg_type for t in self.tables.values() for c in t.columns if c.written}
             )
-            self.added += 1
             # a name of any shape a column may have (`createdAt`, `unit price`, `null`...)
             taken = {re.sub(r"[^a-z0-9._-]", "_", c.name.lower()) for c in table.columns}
             [name] = unique_names(self.rng, [self.rng.choice(COLUMN_SHAPES)], taken)
