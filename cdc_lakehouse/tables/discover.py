@@ -509,6 +509,20 @@ def add_to_registry(
             head += [f"  {k}: {_scalar(str(v))}" for k, v in landing.items()]
         text = "\n".join(head) + "\ntables:\n"
     for table, topic in found:
+        own_name = table.name
+        if not NAME.match(table.name):
+            # A name PostgreSQL keeps quoted ("Album", "OrderLine": ORMs such as Prisma and
+            # Entity Framework create them): registered under a model-safe name, its topic the
+            # one the capture writes (Debezium keeps the table's own name in it). Renamed before
+            # the look for an existing entry, so a second run leaves the first one's alone.
+            if topic is None and "topic_prefix" not in landing:
+                report.skipped.append(
+                    f"{own_name}: not a lower-case identifier and no topic known for it: add "
+                    f"its entry by hand as `{registry_name(own_name)}` with `topic:`"
+                )
+                continue
+            topic = topic or kafka_topic(f"{landing['topic_prefix']}.{own_name}")
+            table.name = registry_name(own_name)
         if table.name in existing:
             old = existing[table.name] or {}
             old_columns = set((old.get("columns") or {}).keys())
@@ -524,28 +538,16 @@ def add_to_registry(
         twins = [name for name, _, _ in table.columns if folded.count(name.lower()) > 1]
         if twins:
             report.skipped.append(
-                f"{table.name}: columns that differ only by case ({', '.join(twins)}): "
+                f"{own_name}: columns that differ only by case ({', '.join(twins)}): "
                 "Debezium refuses such a table and Spark's columns are not case-sensitive; "
                 "rename one of them"
             )
             continue
-        if not NAME.match(table.name):
-            # A name PostgreSQL keeps quoted ("Album", "OrderLine": ORMs such as Prisma and
-            # Entity Framework create them): registered under a model-safe name, its topic the
-            # one the capture writes (Debezium keeps the table's own name in it).
-            registered = registry_name(table.name)
-            if topic is None and "topic_prefix" not in landing:
-                report.skipped.append(
-                    f"{table.name}: not a lower-case identifier and no topic known for it: add "
-                    f"its entry by hand as `{registered}` with `topic:`"
-                )
-                continue
-            topic = topic or kafka_topic(f"{landing['topic_prefix']}.{table.name}")
+        if own_name != table.name:
             report.notes.append(
-                f"{registered}: the table {table.name!r}, whose name is not a model's, "
-                f"registered as `{registered}` (its topic {topic})"
+                f"{table.name}: the table {own_name!r}, whose name is not a model's, "
+                f"registered as `{table.name}` (its topic {topic})"
             )
-            table.name = registered
         if not table.key:
             report.skipped.append(
                 f"{table.name}: no primary key; give one with --key {table.name}=col1,col2"

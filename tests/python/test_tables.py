@@ -537,6 +537,19 @@ def test_names_postgresql_allows_quoted_are_registered_as_written(tmp_path: Path
     [table] = registry.load_source(tmp_path / "app.yml").tables
     docs = [table.doc_name(c) for c in columns]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", d) for d in docs) and len(set(docs)) == 6
+    # onboarding again (new tables at the source) leaves a renamed entry alone
+    path = tmp_path / "project" / "tables" / "shop.yml"
+    for run in range(2):
+        report = discover.Report()
+        found = discover.Found("OrderLine", ["Id"], [("Id", "integer", None)])
+        landing = {"topic_prefix": "shop.public"}
+        discover.add_to_registry(
+            path, "shop", [(found, None)], landing=landing, description=None,
+            delete_mode=None, report=report,
+        )  # fmt: skip
+        assert report.added == (["order_line"] if run == 0 else []), report
+    [entry] = registry.load_source(path).tables
+    assert (entry.name, entry.topic) == ("order_line", "shop.public.OrderLine")
 
 
 def test_every_generated_file_names_its_registry_file() -> None:
