@@ -76,7 +76,7 @@
         target=this,
         target_attribute_columns=target_attributes,
         tombstones=cdc_lakehouse.cdc_tombstones_query(this, keys),
-        carry=new_batch.unavailable,
+        carry=new_batch.get('unavailable_columns', new_batch.unavailable),
         key_changes=new_batch.get('key_changes', true),
         deleted_values=delete_mode == 'soft',
     ) }}
@@ -158,8 +158,9 @@
 
 
 {#- What the change log holds after silver's watermark, in one statement: `found` (any row),
-    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable)
-    and `key_changes` (a primary-key change, see cdc_has_key_changes), and the batch's
+    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable),
+    `unavailable_columns` (the columns those placeholders stand for, sorted: the only ones
+    cdc_resolve_batch carries one by one) and `key_changes` (a primary-key change, see cdc_has_key_changes), and the batch's
     `window` (see cdc_batch_window_note): how many events, their newest sequence and newest
     source commit time, which the strategy records for the run audit; given the `keys` of
     `relation` (silver), also `older_than_silver`: how many new events are older than the
@@ -167,9 +168,10 @@
     aggregation by sequence answers all but the last (a scalar subquery per question was a
     Spark job each). All true when not executing. A dbt unit test, whose fixtures cannot be
     queried, overrides it (`overrides: macros: cdc_new_changes: {found: true, unavailable:
-    ..., key_changes: ...}`; a missing `key_changes` is true, a missing `window` leaves the
-    audit to count). `new_events`: the new events already read (cdc_new_events_checkpoint),
-    read in place of the change log filtered by the watermark. -#}
+    ..., key_changes: ...}`; a missing `key_changes` is true, a missing `unavailable_columns` is
+    every column, a missing `window` leaves the audit to count). `new_events`: the new events
+    already read (cdc_new_events_checkpoint), read in place of the change log filtered by the
+    watermark. -#}
 {% macro cdc_new_changes(changes, relation, watermark=none, keys=none, new_events=none) %}
     {%- if not execute -%}
         {{ return({'found': true, 'unavailable': true, 'key_changes': true}) }}
@@ -194,6 +196,7 @@
                 _cdc_seq,
                 count(*) as events,
                 count_if(coalesce(_cdc_unavailable_columns, '') != '') as unavailable,
+                flatten(collect_list(split(nullif(_cdc_unavailable_columns, ''), ','))) as unavailable_columns,
                 {{ cdc_lakehouse.cdc_is_key_change() }} as key_change,
                 max(_cdc_source_ts) as newest_source_ts
             from new_changes
@@ -205,7 +208,8 @@
             coalesce(sum(unavailable), 0),
             count_if(key_change),
             cast(max(_cdc_seq) as string),
-            cast(max(newest_source_ts) as string)
+            cast(max(newest_source_ts) as string),
+            to_json(array_sort(array_distinct(flatten(collect_list(unavailable_columns)))))
             {%- if keys %},
             ({{ cdc_lakehouse.cdc_older_than_silver('new_changes', relation, keys) }})
             {%- endif %}
@@ -214,10 +218,11 @@
     {%- set row = run_query(query).rows[0] -%}
     {%- set found = {
         'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0,
+        'unavailable_columns': fromjson(row[5]) | reject('equalto', '') | list,
         'window': {'events': row[0] | int, 'applied_seq': row[3], 'newest_source_ts': row[4]},
     } -%}
     {%- if keys -%}
-        {%- do found.update({'older_than_silver': row[5]}) -%}
+        {%- do found.update({'older_than_silver': row[6]}) -%}
     {%- endif -%}
     {{ return(found) }}
 {% endmacro %}
@@ -276,6 +281,23 @@
         select 1 from {{ changes }} as batch where coalesce(_cdc_unavailable_columns, '') != '' limit 1
     {%- endset -%}
     {{ return(run_query(query).rows | length > 0) }}
+{% endmacro %}
+
+
+{#- The columns the unchanged-TOAST placeholders of `changes` (a relation or a parenthesised
+    query, read whole) stand for, sorted (cdc_resolve_batch and cdc_history carry only those one
+    by one); none when not executing: any column may be. -#}
+{% macro cdc_unavailable_column_names(changes) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set query -%}
+        select to_json(array_sort(array_distinct(flatten(collect_list(
+            split(nullif(_cdc_unavailable_columns, ''), ',')
+        )))))
+        from {{ changes }} as batch
+    {%- endset -%}
+    {{ return(fromjson(run_query(query).rows[0][0]) | reject('equalto', '') | list) }}
 {% endmacro %}
 
 

@@ -180,6 +180,8 @@ where false
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
 {%- set key_changes = scope.key_changes if scope is not none and scope.get('key_changes') is not none else cdc_lakehouse.cdc_has_key_changes(changes) %}
+{#- Every column carried one by one unless the scoped events are read (below). #}
+{%- set carried_columns = none %}
 
 with
 
@@ -190,6 +192,8 @@ changes as (
 {%- if scope is not none and not scope.all_keys %}
 {%- set checkpoint = cdc_lakehouse.cdc_history_scope_checkpoint(changes, keys, scope) %}
 {%- if checkpoint is not none %}
+{#- The columns the scoped events' placeholders stand for: the only ones carried one by one. #}
+{%- set carried_columns = cdc_lakehouse.cdc_unavailable_column_names(checkpoint) %}
 
 scoped_changes as (
     select * from {{ checkpoint }}
@@ -275,13 +279,16 @@ dated as (
 
 {#- Each event's key generation (a delete or a truncate starts a new one) and the latest value
     sent for each column in it, skipping unchanged-TOAST placeholders and closing events. -#}
+{%- set shared = cdc_lakehouse.cdc_shared_carry_columns(attributes, carried_columns) %}
+{%- set own_carry = attributes | reject('in', shared) | list %}
+{%- set key_changes = key_changes and own_carry %}
 carried as (
-    {{ cdc_lakehouse.cdc_carried_events('dated', keys, attributes, order_columns=true) }}
+    {{ cdc_lakehouse.cdc_carried_events('dated', keys, attributes, order_columns=true, carried=carried_columns) }}
 ),
 
 {%- if key_changes %}
 
-{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, attributes) }}
+{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, own_carry) }}
 {%- endif %}
 
 {#- Every event with its full row image; closing events carry the last values of the key. -#}
@@ -291,7 +298,7 @@ resolved as (
         carried.{{ q(column) }},
         {%- endfor %}
         {%- for column in attributes %}
-        {{ cdc_lakehouse.cdc_resolved_value('carried', column, links='links' if key_changes else none) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('carried', column, links='links' if key_changes and column in own_carry else none, shared=shared) }} as {{ q(column) }},
         {%- endfor %}
         carried._cdc_op,
         carried._cdc_seq,
@@ -310,13 +317,10 @@ resolved as (
     {%- endif %}
 ),
 
+{#- The previous event's tracked values: one window over a struct of them, not one per column
+    (cdc_history_previous). -#}
 compared as (
-    select
-        *
-        {%- for column in tracked %},
-        lag({{ q(column) }}) over ({{ by_key }}) as {{ q('_cdc_previous__' ~ column) }}
-        {%- endfor %}
-    from resolved
+    {{ cdc_lakehouse.cdc_history_previous('resolved', tracked, by_key) }}
 ),
 
 {{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope, order_columns=true) }}
@@ -481,9 +485,9 @@ sequenced as (
             _cdc_stored_valid_from,
             max(_cdc_source_ts) over ({{ by_key }} rows between unbounded preceding and current row)
         ) as _cdc_valid_from
-        {%- for column in attributes %},
-        lag({{ q(column) }}) over ({{ by_key }}) as {{ q('_cdc_previous__' ~ column) }}
-        {%- endfor %}
+        {%- if attributes %},
+        lag({{ cdc_lakehouse.cdc_row_struct(attributes) }}) over ({{ by_key }}) as _cdc_previous
+        {%- endif %}
     from timeline
 ),
 
@@ -497,11 +501,11 @@ compared as (
         {%- for column in attributes %}
         case
             when _cdc_op not in ('d', 't') or _cdc_stored_valid_from is not null then {{ q(column) }}
-            when _cdc_previous_op not in ('d', 't') then {{ q('_cdc_previous__' ~ column) }}
+            when _cdc_previous_op not in ('d', 't') then _cdc_previous.{{ q(column) }}
         end as {{ q(column) }},
         {%- endfor %}
         {%- for column in tracked %}
-        {{ q('_cdc_previous__' ~ column) }},
+        _cdc_previous.{{ q(column) }} as {{ q('_cdc_previous__' ~ column) }},
         {%- endfor %}
         _cdc_op,
         _cdc_seq,
@@ -514,6 +518,31 @@ compared as (
 {{ cdc_lakehouse.cdc_history_versions(keys, attributes, tracked, delete_mode, scope) }}
 {%- endmacro %}
 
+
+
+{#- A select over `source` adding `_cdc_previous__<column>`, the value of each `tracked` column
+    in the key's previous event (null for its first), as cdc_history_versions reads them. One
+    window over a struct of the columns gives them all: a window per column made the plan of a
+    wide table grow with its columns (54 columns: 54 lag functions to analyse, optimise and
+    evaluate, where one does). -#}
+{% macro cdc_history_previous(source, tracked, by_key) %}
+    {%- set q = adapter.quote -%}
+    {%- if not tracked %}
+    select * from {{ source }}
+    {%- else %}
+    select
+        *
+        {%- for column in tracked %},
+        _cdc_previous.{{ q(column) }} as {{ q('_cdc_previous__' ~ column) }}
+        {%- endfor %}
+    from (
+        select
+            *,
+            lag({{ cdc_lakehouse.cdc_row_struct(tracked) }}) over ({{ by_key }}) as _cdc_previous
+        from {{ source }}
+    ) as previous
+    {%- endif %}
+{%- endmacro %}
 
 
 {#

@@ -72,14 +72,24 @@
   event left out as unchanged-TOAST placeholders) adding, per event: its key generation
   (`_cdc_generation`: a delete or a truncate closes one, values never carry across it),
   `_cdc_previous_op`, `_cdc_is_generation_start`, `_cdc_is_last`, and for each attribute column the
-  latest value sent in the key's generation up to this event (`_cdc_carried__<column>`, a struct
-  of the generation and the value), skipping placeholders and closing events.
+  latest value sent in the key's generation up to this event, skipping placeholders and closing
+  events (see cdc_carried_value).
+  `carried`: the attribute columns an event of `source` may leave out (the placeholders the batch
+  holds; none: any column). Each gets a window of its own (`_cdc_carried__<column>`, a struct of
+  the generation and the value). The others are sent by every event that is not a delete or a
+  truncate, so the latest such event holds the latest value of all of them: one window carries
+  them together (`_cdc_carried_row`, the generation and a struct of their values), with the same
+  result. On a wide table that is one window where there were one per column: the resolution
+  of 29 events into a 54-column table planned 63 windows, twice (the key-change chains read the
+  carried events again), and its planning took most of a 4-second run warm, 12-19 s in the
+  test suite.
 #}
-{% macro cdc_carried_events(source, keys, attribute_columns, order_columns=false) %}
+{% macro cdc_carried_events(source, keys, attribute_columns, order_columns=false, carried=none) %}
     {%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns) -%}
+    {%- set shared = cdc_lakehouse.cdc_shared_carry_columns(attribute_columns, carried) -%}
     select
         *
-        {%- for column in attribute_columns %},
+        {%- for column in attribute_columns if column not in shared %},
         last(
             case
                 when _cdc_op not in ('d', 't') and not array_contains(_cdc_unavailable, '{{ column }}')
@@ -89,6 +99,16 @@
         ) over ({{ by_key }} rows between unbounded preceding and current row)
             as {{ adapter.quote('_cdc_carried__' ~ column) }}
         {%- endfor %}
+        {%- if shared %},
+        last(
+            case
+                when _cdc_op not in ('d', 't')
+                    then named_struct('g', _cdc_generation, 'v', {{ cdc_lakehouse.cdc_row_struct(shared) }})
+            end,
+            true
+        ) over ({{ by_key }} rows between unbounded preceding and current row)
+            as _cdc_carried_row
+        {%- endif %}
     from (
         select
             *,
@@ -103,6 +123,39 @@
             lead(1) over ({{ by_key }}) is null as _cdc_is_last
         from {{ source }}
     ) as sequenced
+{% endmacro %}
+
+
+{#- A struct of `columns`, each field named as its column (a row's values in one window
+    function, where a function per column made wide tables' plans grow with their columns). -#}
+{% macro cdc_row_struct(columns) -%}
+    named_struct(
+        {%- for column in columns %}
+        '{{ column }}', {{ adapter.quote(column) }}{{ "," if not loop.last }}
+        {%- endfor %}
+    )
+{%- endmacro %}
+
+
+{#- The attribute columns cdc_carried_events carries together in `_cdc_carried_row`: those not
+    in `carried` (none: no column, each has its window). -#}
+{% macro cdc_shared_carry_columns(attribute_columns, carried=none) %}
+    {%- if carried is none -%}
+        {{ return([]) }}
+    {%- endif -%}
+    {{ return(attribute_columns | reject('in', carried) | list) }}
+{% endmacro %}
+
+
+{#- The latest value of `column` sent in the key's generation up to carried event `e`, as
+    [generation, value] expressions: from the column's own window, or from `_cdc_carried_row` for
+    the `shared` columns (cdc_carried_events). -#}
+{% macro cdc_carried_value(e, column, shared=[]) %}
+    {%- set q = adapter.quote -%}
+    {%- if column in shared -%}
+        {{ return([e ~ "._cdc_carried_row.g", e ~ "._cdc_carried_row.v." ~ q(column)]) }}
+    {%- endif -%}
+    {{ return([e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".g", e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".v"]) }}
 {% endmacro %}
 
 
@@ -140,14 +193,12 @@
 
 
 {#- Where a column's value comes from, in order: a (condition, value) list over the carried event
-    alias `e`. The value sent in the key's generation; with a silver `target`, for generation 0,
-    silver's row (a value the batch never sent). -#}
-{% macro cdc_value_sources(e, column, from_target) %}
+    alias `e`. The value sent in the key's generation (`shared`: see cdc_carried_value); with a
+    silver `target`, for generation 0, silver's row (a value the batch never sent). -#}
+{% macro cdc_value_sources(e, column, from_target, shared=[]) %}
     {%- set q = adapter.quote -%}
-    {%- set sources = [(
-        e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".g = " ~ e ~ "._cdc_generation",
-        e ~ "." ~ q('_cdc_carried__' ~ column) ~ ".v",
-    )] -%}
+    {%- set generation, value = cdc_lakehouse.cdc_carried_value(e, column, shared) -%}
+    {%- set sources = [(generation ~ " = " ~ e ~ "._cdc_generation", value)] -%}
     {%- if from_target -%}
         {%- do sources.append((
             e ~ "._cdc_generation = 0 and " ~ e ~ "._cdc_target_seq is not null and not " ~ e ~ "._cdc_target_is_deleted",
@@ -177,7 +228,10 @@
   sent under the old key, as it was at the delete, or further up a chain of key changes (up to
   64 in one run). `from_target`: the old key's value may also be silver's row. Ends with
   `key_changes` (`_cdc_node`, `_cdc_found`: a struct per column, null when not found), joined
-  by cdc_resolved_value.
+  by cdc_resolved_value. `attribute_columns`: those carried each in a window of their own
+  (cdc_carried_events): a column carried in `_cdc_carried_row` is sent by every event that is not
+  a delete, the create starting a key's generation included, so its value is always found in
+  the generation and never looked for up a chain.
   `events` is read once, and windows do what self-joins would: Spark inlines every CTE a query
   references (deterministic ones, whatever their number of references), so each extra read of
   `events` copied its whole plan (the carry windows over the batch, its scans) into the query;
@@ -267,10 +321,11 @@ key_changes as (
 
 
 {#- A column's resolved value for carried event alias `e`: its own generation's, silver's
-    (`from_target`), then up the key-change chain (`links`, a key_changes alias, or none). -#}
-{% macro cdc_resolved_value(e, column, from_target=false, links='links') %}
+    (`from_target`), then up the key-change chain (`links`, a key_changes alias, or none).
+    `shared`: see cdc_carried_value. -#}
+{% macro cdc_resolved_value(e, column, from_target=false, links='links', shared=[]) %}
         case
-            {%- for condition, value in cdc_lakehouse.cdc_value_sources(e, column, from_target) %}
+            {%- for condition, value in cdc_lakehouse.cdc_value_sources(e, column, from_target, shared) %}
             when {{ condition }}
                 then {{ value }}
             {%- endfor %}

@@ -8,7 +8,10 @@
   `carry=false` is for a batch without unchanged-TOAST placeholders (no event lists
   `_cdc_unavailable_columns`, see cdc_batch_has_unavailable): nothing needs carrying, so one
   window over the key's events replaces the carry windows and the key-change chains, with the
-  same result. The default, `carry=true`, is right for every batch.
+  same result. A list names the columns the batch's placeholders stand for (cdc_new_changes'
+  `unavailable_columns`): only those get carry windows and key-change chains of their own, the
+  others are carried together in one window (cdc_carried_events), with the same result. The
+  default, `carry=true`, is right for every batch.
   `key_changes=false` is for a carrying batch without a primary-key change (no sequence holds a
   create and a delete, see cdc_has_key_changes): the key-change chains, which would find no key
   to follow, are left out of the plan (they double its size). The default is right for every
@@ -127,8 +130,13 @@ candidates as (
 ),
 
 {%- if carry %}
+{#- Columns a placeholder of the batch may stand for, each carried in a window of its own; the
+    others share one (cdc_carried_events). -#}
+{%- set carried_columns = none if carry is sameas true else carry -%}
+{%- set shared = cdc_lakehouse.cdc_shared_carry_columns(attribute_columns, carried_columns) -%}
+{%- set own_carry = attribute_columns | reject('in', shared) | list -%}
 carried as (
-    {{ cdc_lakehouse.cdc_carried_events('candidates', keys, attribute_columns, order_columns=true) }}
+    {{ cdc_lakehouse.cdc_carried_events('candidates', keys, attribute_columns, order_columns=true, carried=carried_columns) }}
 ),
 
 winners as (
@@ -137,13 +145,13 @@ winners as (
     where _cdc_is_last
 ),
 
-{%- if key_changes %}
+{%- if key_changes and own_carry %}
 
 {#- A primary-key change arrives as a delete of the old key and a create of the new key at one
     sequence; an unchanged TOAST value of the new key's generation is found under the old key
     (in the batch, or in silver), or, when the old key itself came from a key change in this
     batch, further up that chain. -#}
-{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, attribute_columns, target_attribute_columns if target is not none else []) }}
+{{ cdc_lakehouse.cdc_key_change_ctes('carried', keys, own_carry, target_attribute_columns if target is not none else []) }}
 
 {#- Broadcast: key changes are few, and the winners are then not shuffled again. -#}
 resolved as (
@@ -152,7 +160,7 @@ resolved as (
         winners.{{ q(column) }},
         {%- endfor %}
         {%- for column in attribute_columns %}
-        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links='links' if column in own_carry else none, shared=shared) }} as {{ q(column) }},
         {%- endfor %}
         {{- cdc_lakehouse.cdc_winner_columns(target_only, target is not none) }}
     from winners
@@ -168,7 +176,7 @@ resolved as (
         winners.{{ q(column) }},
         {%- endfor %}
         {%- for column in attribute_columns %}
-        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links=none) }} as {{ q(column) }},
+        {{ cdc_lakehouse.cdc_resolved_value('winners', column, target is not none and column in target_attribute_columns, links=none, shared=shared) }} as {{ q(column) }},
         {%- endfor %}
         {{- cdc_lakehouse.cdc_winner_columns(target_only, target is not none) }}
     from winners
@@ -191,11 +199,7 @@ winners as (
             lag(_cdc_op) over ({{ by_key }}) as _cdc_previous_op
             {%- endif %}
             {%- if deleted_values and attribute_columns %},
-            lag(named_struct(
-                {%- for column in attribute_columns %}
-                '{{ column }}', {{ q(column) }}{{ "," if not loop.last }}
-                {%- endfor %}
-            )) over ({{ by_key }}) as _cdc_previous
+            lag({{ cdc_lakehouse.cdc_row_struct(attribute_columns) }}) over ({{ by_key }}) as _cdc_previous
             {%- endif %}
         from candidates
     ) as sequenced
