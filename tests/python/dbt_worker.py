@@ -38,17 +38,23 @@ def reset_catalog() -> str:
     spark = SparkSession._instantiatedSession
     if spark is None:  # no dbt command has opened the session yet
         return "no session"
+    # Listed with SHOW TABLES / SHOW VIEWS (rows), not `spark.catalog.listTables`, which builds
+    # a `catalog.Table` per entry: after the stepwise sample's builds that failed in this
+    # session ("Error while decoding: argument type mismatch, newInstance(class
+    # org.apache.spark.sql.catalog.Table)", pyspark 3.5.8), while a new session listed the same
+    # metastore; the reset then stopped the next test's first build.
     dropped = 0
-    for database in spark.catalog.listDatabases():
-        for table in spark.catalog.listTables(database.name):
-            if table.isTemporary:
-                spark.catalog.dropTempView(table.name)
+    for database in [row[0] for row in spark.sql("show databases").collect()]:
+        views = {row.viewName for row in spark.sql(f"show views in `{database}`").collect()}
+        for row in spark.sql(f"show tables in `{database}`").collect():
+            if row.isTemporary:
+                spark.catalog.dropTempView(row.tableName)
                 continue
-            kind = "view" if table.tableType == "VIEW" else "table"
-            spark.sql(f"drop {kind} if exists `{database.name}`.`{table.name}`")
+            kind = "view" if row.tableName in views else "table"
+            spark.sql(f"drop {kind} if exists `{database}`.`{row.tableName}`")
             dropped += 1
-        if database.name != "default":
-            spark.sql(f"drop database if exists `{database.name}` cascade")
+        if database != "default":
+            spark.sql(f"drop database if exists `{database}` cascade")
     spark.catalog.setCurrentDatabase("default")
     spark.catalog.clearCache()
     return f"dropped {dropped} tables and views"
