@@ -79,10 +79,10 @@
   the generation and the value). The others are sent by every event that is not a delete or a
   truncate, so the latest such event holds the latest value of all of them: one window carries
   them together (`_cdc_carried_row`, the generation and a struct of their values), with the same
-  result. On a wide table that is one window where there were one per column: the resolution
-  of 29 events into a 54-column table planned 63 windows, twice (the key-change chains read the
-  carried events again), and its planning took most of a 4-second run warm, 12-19 s in the
-  test suite.
+  result. On a wide table that is one window where there were one per column: 29 events into a
+  54-column table with placeholders in two columns planned 63 windows, twice (the key-change
+  chains read the carried events again), a 3-4 s query warm and 12-24 s in the test suite;
+  with one window for the other 52 columns, 2 s warm (docs/benchmarks.md).
 #}
 {% macro cdc_carried_events(source, keys, attribute_columns, order_columns=false, carried=none) %}
     {%- set by_key = cdc_lakehouse.cdc_by_key(keys, order_columns) -%}
