@@ -84,10 +84,6 @@
 {%- else %}
     {{ cdc_lakehouse.cdc_batch_kind_note('full') }}
     {%- set carry = cdc_lakehouse.cdc_batch_has_unavailable(changes) -%}
-    {%- if carry and execute -%}
-        {#- Only the columns the placeholders stand for are carried one by one (cdc_resolve_batch). -#}
-        {%- set carry = cdc_lakehouse.cdc_unavailable_column_names(changes) -%}
-    {%- endif -%}
     {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes), deleted_values=delete_mode == 'soft') -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
