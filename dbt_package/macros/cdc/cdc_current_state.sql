@@ -83,7 +83,10 @@
     {%- endif %}
 {%- else %}
     {{ cdc_lakehouse.cdc_batch_kind_note('full') }}
-    {%- set carry = cdc_lakehouse.cdc_batch_has_unavailable(changes) -%}
+    {#- Only the columns the change log's placeholders stand for are carried one by one
+        (cdc_resolve_batch); none found, nothing is carried. -#}
+    {%- set carry = cdc_lakehouse.cdc_unavailable_column_names(changes) -%}
+    {%- set carry = true if carry is none else carry -%}
     {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes), deleted_values=delete_mode == 'soft') -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
@@ -158,7 +161,7 @@
 
 
 {#- What the change log holds after silver's watermark, in one statement: `found` (any row),
-    `unavailable` (an event with an unchanged-TOAST placeholder, see cdc_batch_has_unavailable),
+    `unavailable` (an event with an unchanged-TOAST placeholder, `_cdc_unavailable_columns`),
     `unavailable_columns` (the columns those placeholders stand for, sorted: the only ones
     cdc_resolve_batch carries one by one) and `key_changes` (a primary-key change, see cdc_has_key_changes), and the batch's
     `window` (see cdc_batch_window_note): how many events, their newest sequence and newest
@@ -196,7 +199,7 @@
                 _cdc_seq,
                 count(*) as events,
                 count_if(coalesce(_cdc_unavailable_columns, '') != '') as unavailable,
-                flatten(collect_list(split(nullif(_cdc_unavailable_columns, ''), ','))) as unavailable_columns,
+                {{ cdc_lakehouse.cdc_placeholder_columns() }} as unavailable_columns,
                 {{ cdc_lakehouse.cdc_is_key_change() }} as key_change,
                 max(_cdc_source_ts) as newest_source_ts
             from new_changes
@@ -209,7 +212,7 @@
             count_if(key_change),
             cast(max(_cdc_seq) as string),
             cast(max(newest_source_ts) as string),
-            to_json(array_sort(array_distinct(flatten(collect_list(unavailable_columns)))))
+            {{ cdc_lakehouse.cdc_column_names_json('flatten(collect_list(unavailable_columns))') }}
             {%- if keys %},
             ({{ cdc_lakehouse.cdc_older_than_silver('new_changes', relation, keys) }})
             {%- endif %}
@@ -218,7 +221,7 @@
     {%- set row = run_query(query).rows[0] -%}
     {%- set found = {
         'found': row[0] > 0, 'unavailable': row[1] > 0, 'key_changes': row[2] > 0,
-        'unavailable_columns': fromjson(row[5]) | reject('equalto', '') | list,
+        'unavailable_columns': cdc_lakehouse.cdc_column_names_from_json(row[5]),
         'window': {'events': row[0] | int, 'applied_seq': row[3], 'newest_source_ts': row[4]},
     } -%}
     {%- if keys -%}
@@ -269,35 +272,37 @@
 {%- endmacro %}
 
 
-{#- True when an event of `changes` (a relation or a parenthesised query) left a column out as
-    an unchanged-TOAST placeholder (`_cdc_unavailable_columns`): only such a batch needs
-    cdc_resolve_batch to carry values. The scan stops at the first such event. True when not
-    executing: the carrying resolution is right for every batch. Unit tests override it. -#}
-{% macro cdc_batch_has_unavailable(changes) %}
-    {%- if not execute -%}
-        {{ return(true) }}
-    {%- endif -%}
-    {%- set query -%}
-        select 1 from {{ changes }} as batch where coalesce(_cdc_unavailable_columns, '') != '' limit 1
-    {%- endset -%}
-    {{ return(run_query(query).rows | length > 0) }}
-{% endmacro %}
-
-
-{#- The columns the unchanged-TOAST placeholders of `changes` (a relation or a parenthesised
-    query, read whole) stand for, sorted (cdc_resolve_batch and cdc_history carry only those one
-    by one); none when not executing: any column may be. -#}
+{#- The columns the unchanged-TOAST placeholders (`_cdc_unavailable_columns`) of `changes` (a
+    relation or a parenthesised query, read whole) stand for, sorted: the only ones
+    cdc_resolve_batch and cdc_history carry one by one; an empty list when no event left a
+    column out (nothing to carry). None when not executing: any column may be. -#}
 {% macro cdc_unavailable_column_names(changes) %}
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set query -%}
-        select to_json(array_sort(array_distinct(flatten(collect_list(
-            split(nullif(_cdc_unavailable_columns, ''), ',')
-        )))))
+        select {{ cdc_lakehouse.cdc_column_names_json(cdc_lakehouse.cdc_placeholder_columns()) }}
         from {{ changes }} as batch
     {%- endset -%}
-    {{ return(fromjson(run_query(query).rows[0][0]) | reject('equalto', '') | list) }}
+    {{ return(cdc_lakehouse.cdc_column_names_from_json(run_query(query).rows[0][0])) }}
+{% endmacro %}
+
+
+{#- An aggregate expression: the column names the placeholders of the rows aggregated stand for
+    (`_cdc_unavailable_columns`, comma-separated), as an array with repeats. -#}
+{% macro cdc_placeholder_columns() -%}
+    flatten(collect_list(split(nullif(_cdc_unavailable_columns, ''), ',')))
+{%- endmacro %}
+
+
+{#- An array expression of column names as sorted, distinct JSON (cdc_column_names_from_json). -#}
+{% macro cdc_column_names_json(names) -%}
+    to_json(array_sort(array_distinct({{ names }})))
+{%- endmacro %}
+
+
+{% macro cdc_column_names_from_json(value) %}
+    {{ return(fromjson(value) | reject('equalto', '') | list) }}
 {% endmacro %}
 
 

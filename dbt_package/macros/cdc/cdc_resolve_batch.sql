@@ -6,7 +6,7 @@
   (upsert | delete | truncate), `_cdc_target_exists` (the key has a row in `target`) and
   `_cdc_batch_loaded_at` (newest change read).
   `carry=false` is for a batch without unchanged-TOAST placeholders (no event lists
-  `_cdc_unavailable_columns`, see cdc_batch_has_unavailable): nothing needs carrying, so one
+  `_cdc_unavailable_columns`, see cdc_unavailable_column_names): nothing needs carrying, so one
   window over the key's events replaces the carry windows and the key-change chains, with the
   same result. A list names the columns the batch's placeholders stand for (cdc_new_changes'
   `unavailable_columns`): only those get carry windows and key-change chains of their own, the
