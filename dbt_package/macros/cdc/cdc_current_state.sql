@@ -57,7 +57,7 @@
         again, as --full-refresh would; the strategy replaces silver with it. -#}
     {{ cdc_lakehouse.cdc_batch_kind_note('replace') }}
     {{ cdc_lakehouse.cdc_batch_window_note(new_batch.get('window')) }}
-    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, deleted_values=delete_mode == 'soft') -%}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_change_log(changes, keys, attributes, delete_mode) -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }},
@@ -83,11 +83,7 @@
     {%- endif %}
 {%- else %}
     {{ cdc_lakehouse.cdc_batch_kind_note('full') }}
-    {#- Only the columns the change log's placeholders stand for are carried one by one
-        (cdc_resolve_batch); none found, nothing is carried. -#}
-    {%- set carry = cdc_lakehouse.cdc_unavailable_column_names(changes) -%}
-    {%- set carry = true if carry is none else carry -%}
-    {%- set resolved = cdc_lakehouse.cdc_resolve_batch(changes, keys, attributes, carry=carry, key_changes=carry and cdc_lakehouse.cdc_has_key_changes(changes), deleted_values=delete_mode == 'soft') -%}
+    {%- set resolved = cdc_lakehouse.cdc_resolve_change_log(changes, keys, attributes, delete_mode) -%}
     select
         {%- for column in keys + attributes + cdc_lakehouse.cdc_silver_columns() %}
         {{ adapter.quote(column) }}{{ "," if not loop.last }}
@@ -97,6 +93,23 @@
     ) as resolved
     where _cdc_action = 'upsert'{{ " or _cdc_action = 'delete'" if delete_mode == 'soft' }}
 {%- endif %}
+{% endmacro %}
+
+
+{#- The whole change log `changes` resolved into silver's rows: a full build, and the run that
+    resolves it again (kind `replace`). Only the columns its unchanged-TOAST placeholders stand
+    for are carried one by one and only a log with a primary-key change gets the key-change
+    chains (cdc_change_log_plan, one query): a log without placeholders resolves with one dedupe
+    window (cdc_resolve_batch). -#}
+{% macro cdc_resolve_change_log(changes, keys, attributes, delete_mode) %}
+    {%- set plan = cdc_lakehouse.cdc_change_log_plan(changes) -%}
+    {%- set carry = plan.get('unavailable_columns') -%}
+    {{ return(cdc_lakehouse.cdc_resolve_batch(
+        changes, keys, attributes,
+        carry=true if carry is none else carry,
+        key_changes=plan.get('key_changes', true),
+        deleted_values=delete_mode == 'soft',
+    )) }}
 {% endmacro %}
 
 
@@ -163,7 +176,7 @@
 {#- What the change log holds after silver's watermark, in one statement: `found` (any row),
     `unavailable` (an event with an unchanged-TOAST placeholder, `_cdc_unavailable_columns`),
     `unavailable_columns` (the columns those placeholders stand for, sorted: the only ones
-    cdc_resolve_batch carries one by one) and `key_changes` (a primary-key change, see cdc_has_key_changes), and the batch's
+    cdc_resolve_batch carries one by one) and `key_changes` (a primary-key change, see cdc_is_key_change), and the batch's
     `window` (see cdc_batch_window_note): how many events, their newest sequence and newest
     source commit time, which the strategy records for the run audit; given the `keys` of
     `relation` (silver), also `older_than_silver`: how many new events are older than the
@@ -270,40 +283,6 @@
         and batch._cdc_seq < silver._cdc_seq
         and not silver._cdc_is_deleted
 {%- endmacro %}
-
-
-{#- The columns the unchanged-TOAST placeholders (`_cdc_unavailable_columns`) of `changes` (a
-    relation or a parenthesised query, read whole) stand for, sorted: the only ones
-    cdc_resolve_batch and cdc_history carry one by one; an empty list when no event left a
-    column out (nothing to carry). None when not executing: any column may be. -#}
-{% macro cdc_unavailable_column_names(changes) %}
-    {%- if not execute -%}
-        {{ return(none) }}
-    {%- endif -%}
-    {%- set query -%}
-        select {{ cdc_lakehouse.cdc_column_names_json(cdc_lakehouse.cdc_placeholder_columns()) }}
-        from {{ changes }} as batch
-    {%- endset -%}
-    {{ return(cdc_lakehouse.cdc_column_names_from_json(run_query(query).rows[0][0])) }}
-{% endmacro %}
-
-
-{#- An aggregate expression: the column names the placeholders of the rows aggregated stand for
-    (`_cdc_unavailable_columns`, comma-separated), as an array with repeats. -#}
-{% macro cdc_placeholder_columns() -%}
-    flatten(collect_list(split(nullif(_cdc_unavailable_columns, ''), ',')))
-{%- endmacro %}
-
-
-{#- An array expression of column names as sorted, distinct JSON (cdc_column_names_from_json). -#}
-{% macro cdc_column_names_json(names) -%}
-    to_json(array_sort(array_distinct({{ names }})))
-{%- endmacro %}
-
-
-{% macro cdc_column_names_from_json(value) %}
-    {{ return(fromjson(value) | reject('equalto', '') | list) }}
-{% endmacro %}
 
 
 {#

@@ -33,7 +33,7 @@
   `empty` (nothing loaded since the watermark), `all_keys` (a new
   truncate, or a newly declared column filled for events already applied, see
   cdc_has_backfilled_columns), `linked_keys` (a touched key took part in a primary-key change),
-  `key_changes` (the change log holds a primary-key change at all: cdc_has_key_changes, asked
+  `key_changes` (the change log holds a primary-key change at all, as cdc_change_log_plan says; asked
   in the same query) and
   `newest` (SQL expression of the newest `_cdc_loaded_at`), `queried` (true: the scope was
   read off the change log, so its events can be checkpointed, see cdc_history_scope_checkpoint),
@@ -179,9 +179,13 @@ where false
 {{ cdc_lakehouse.cdc_batch_kind_note('changes' if scope is not none else 'full') }}
 {#- The primary-key-change machinery only when the change log holds one: its map and lambda
     make the plan heavy enough to exhaust the optimizer on literal (unit-test) inputs. -#}
-{%- set key_changes = scope.key_changes if scope is not none and scope.get('key_changes') is not none else cdc_lakehouse.cdc_has_key_changes(changes) %}
-{#- Every column carried one by one unless the scoped events are read (below). #}
-{%- set carried_columns = none %}
+{#- A full build and an every-key run resolve the whole change log: what it holds, one query. #}
+{%- set whole_log = scope is none or scope.all_keys %}
+{%- set plan = cdc_lakehouse.cdc_change_log_plan(changes) if whole_log or scope.get('key_changes') is none else {} %}
+{%- set key_changes = scope.key_changes if scope is not none and scope.get('key_changes') is not none else plan.get('key_changes', true) %}
+{#- The columns the resolved events' placeholders stand for are carried one by one, the others
+    in one window (none: every column one by one; the scoped events' are read below). #}
+{%- set carried_columns = plan.get('unavailable_columns') if whole_log else none %}
 
 with
 

@@ -172,24 +172,82 @@
 
 {#- Aggregate condition over the events of one sequence (`group by _cdc_seq`): true when they are
     a primary-key change (a create and a delete). The one definition cdc_key_change_sequences
-    and the run plans' aggregations by sequence (cdc_new_changes, cdc_history_scope) share. -#}
+    and the run plans' aggregations by sequence (cdc_new_changes, cdc_history_scope,
+    cdc_change_log_plan) share. -#}
 {% macro cdc_is_key_change() -%}
     count_if(_cdc_op = 'c') > 0 and count_if(_cdc_op = 'd') > 0
 {%- endmacro %}
 
 
-{#- True when the change log holds a primary-key change (a create and a delete at one sequence).
-    A dbt unit test, whose fixtures cannot be queried here, overrides it. -#}
-{% macro cdc_has_key_changes(changes) %}
+{#- What resolving the whole change log `changes` (a relation or a parenthesised query) must know
+    of it, in one aggregation by sequence: `key_changes` (a primary-key change: a create and a
+    delete at one sequence) and `unavailable_columns` (the columns its unchanged-TOAST
+    placeholders stand for, sorted: the only ones carried one by one; empty: nothing to carry).
+    Asked by full builds and by runs that resolve the whole log again (silver's `replace`,
+    history's every-key scope). Not executing: a key change and every column
+    (`unavailable_columns` none), right for any log. A dbt unit test, whose fixtures cannot be
+    queried here, overrides it; a key it leaves out takes that default. -#}
+{% macro cdc_change_log_plan(changes) %}
     {%- if not execute -%}
-        {{ return(true) }}
+        {{ return({'key_changes': true, 'unavailable_columns': none}) }}
     {%- endif -%}
     {%- set query -%}
-        select count(*)
-        from ({{ cdc_lakehouse.cdc_key_change_sequences(changes) }}) as key_change_seqs
+        with
+
+        sequences as (
+            select
+                {{ cdc_lakehouse.cdc_is_key_change() }} as key_change,
+                {{ cdc_lakehouse.cdc_placeholder_columns() }} as unavailable_columns
+            from {{ changes }} as change_log
+            group by _cdc_seq
+        )
+
+        select
+            count_if(key_change),
+            {{ cdc_lakehouse.cdc_column_names_json('flatten(collect_list(unavailable_columns))') }}
+        from sequences
     {%- endset -%}
-    {{ return(run_query(query).rows[0][0] > 0) }}
+    {%- set row = run_query(query).rows[0] -%}
+    {{ return({
+        'key_changes': row[0] > 0,
+        'unavailable_columns': cdc_lakehouse.cdc_column_names_from_json(row[1]),
+    }) }}
 {% endmacro %}
+
+
+{#- The columns the unchanged-TOAST placeholders (`_cdc_unavailable_columns`) of `changes` (a
+    relation or a parenthesised query, read whole) stand for, sorted: the only ones
+    cdc_resolve_batch and cdc_history carry one by one; an empty list when no event left a
+    column out (nothing to carry). None when not executing: any column may be. -#}
+{% macro cdc_unavailable_column_names(changes) %}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set query -%}
+        select {{ cdc_lakehouse.cdc_column_names_json(cdc_lakehouse.cdc_placeholder_columns()) }}
+        from {{ changes }} as batch
+    {%- endset -%}
+    {{ return(cdc_lakehouse.cdc_column_names_from_json(run_query(query).rows[0][0])) }}
+{% endmacro %}
+
+
+{#- An aggregate expression: the column names the placeholders of the rows aggregated stand for
+    (`_cdc_unavailable_columns`, comma-separated), as an array with repeats. -#}
+{% macro cdc_placeholder_columns() -%}
+    flatten(collect_list(split(nullif(_cdc_unavailable_columns, ''), ',')))
+{%- endmacro %}
+
+
+{#- An array expression of column names as sorted, distinct JSON (cdc_column_names_from_json). -#}
+{% macro cdc_column_names_json(names) -%}
+    to_json(array_sort(array_distinct({{ names }})))
+{%- endmacro %}
+
+
+{% macro cdc_column_names_from_json(value) %}
+    {{ return(fromjson(value) | reject('equalto', '') | list) }}
+{% endmacro %}
+
 
 
 {#- Where a column's value comes from, in order: a (condition, value) list over the carried event

@@ -6,14 +6,14 @@
   (upsert | delete | truncate), `_cdc_target_exists` (the key has a row in `target`) and
   `_cdc_batch_loaded_at` (newest change read).
   `carry=false` is for a batch without unchanged-TOAST placeholders (no event lists
-  `_cdc_unavailable_columns`, see cdc_unavailable_column_names): nothing needs carrying, so one
+  `_cdc_unavailable_columns`, see cdc_change_log_plan): nothing needs carrying, so one
   window over the key's events replaces the carry windows and the key-change chains, with the
   same result. A list names the columns the batch's placeholders stand for (cdc_new_changes'
   `unavailable_columns`): only those get carry windows and key-change chains of their own, the
   others are carried together in one window (cdc_carried_events), with the same result. The
   default, `carry=true`, is right for every batch.
   `key_changes=false` is for a carrying batch without a primary-key change (no sequence holds a
-  create and a delete, see cdc_has_key_changes): the key-change chains, which would find no key
+  create and a delete, see cdc_change_log_plan): the key-change chains, which would find no key
   to follow, are left out of the plan (they double its size). The default is right for every
   batch.
   `deleted_values=false` is for a silver table in hard-delete mode, whose deletes remove the row:
