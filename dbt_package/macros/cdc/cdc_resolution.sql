@@ -249,7 +249,6 @@
 {% endmacro %}
 
 
-
 {#- Where a column's value comes from, in order: a (condition, value) list over the carried event
     alias `e`. The value sent in the key's generation (`shared`: see cdc_carried_value); with a
     silver `target`, for generation 0, silver's row (a value the batch never sent). -#}
